@@ -5,7 +5,8 @@ Run inside that ComfyUI's own environment (it imports ComfyUI's modules; nothing
 `comfy-cluster demo-models` (or nodes.models.hunyuan_video15_demo.build_demo_hunyuan_video15) wrote the tiny files:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_hunyuan_video15.py tests/models/fixtures/comfyui_hunyuan_video15.json <models>
+        /work/main/scripts/record_comfyui_hunyuan_video15.py tests/models/fixtures/comfyui_hunyuan_video15.json \\
+        <models> <input folder with example.png> /work/main/workflows_json/hunyuan_video15_i2v.json
 
 ComfyUI reads the transformer's widths from the file but fixes two: supported_models.HunyuanVideo15 asks vision_in_dim
 1152 (SigLIP so400m's width; the tiny image projection takes sigclip-vision-tiny's 32) and the VAE is 128..1024 wide
@@ -17,19 +18,22 @@ and extra_conds, FLOW sampling at shift 7, the latent format, comfy/sd.py's VAE 
 Recorded: the transformer's raw output on seeded inputs (text only; text, ByT5 glyph states and SigLIP states in a
 batch of two timesteps); the whole model's denoised prediction from the conditioning an image-to-video node gives
 (image latent, mask, clip vision output); the VAE's decode of a 3-frame latent and encode of a 5-frame clip and of
-one image; EmptyHunyuanVideo15Latent and HunyuanVideo15ImageToVideo's outputs. Inputs are seeded draws the test
+one image; EmptyHunyuanVideo15Latent and HunyuanVideo15ImageToVideo's outputs; DualCLIPLoader type
+hunyuan_video_15's conditioning; and the shipped image-to-video workflow (the 720p template on the tiny files) run
+node by node with 0.10.0's classes, its VAEDecode frames (what CreateVideo / SaveVideo encode). Inputs are seeded draws the test
 makes again (their sums are stored); outputs above MAX_RECORDED_VALUES are kept as strided grids.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from types import SimpleNamespace
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, sha256, write_json
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, png_rgb, run_node, sha256, write_json
 
-OUT, MODELS = sys.argv[1:3]
+OUT, MODELS, INPUTS, WORKFLOW = sys.argv[1:5]
 comfyui_on_cpu()
 import comfy.ldm.hunyuan_video.vae_refiner  # noqa: E402
 import comfy.sd  # noqa: E402
@@ -247,6 +251,89 @@ def record_nodes(vae) -> dict:
     }
 
 
+TINY_SIGLIP_CONFIG = {  # sigclip-vision-tiny's sizes in ComfyUI's clip_vision_siglip_384 config (as
+    # scripts/record_comfyui_siglip_redux.py gives them)
+    "num_channels": 3,
+    "hidden_act": "gelu_pytorch_tanh",
+    "hidden_size": 32,
+    "image_size": 384,
+    "intermediate_size": 64,
+    "model_type": "siglip_vision_model",
+    "num_attention_heads": 16,
+    "num_hidden_layers": 27,
+    "patch_size": 14,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+}
+
+
+def load_tiny_siglip(name: str):
+    import json
+    import tempfile
+
+    import comfy.clip_vision
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(TINY_SIGLIP_CONFIG, f)
+    model = comfy.clip_vision.ClipVisionModel(f.name)
+    missing, unexpected = model.load_sd(comfy.utils.load_torch_file(f"{MODELS}/clip_vision/{name}"))
+    assert not missing and not unexpected, (missing, unexpected)
+    return (model,)
+
+
+def workflow_classes() -> dict:
+    import importlib
+
+    import nodes
+
+    core = ["UNETLoader", "VAELoader", "CLIPTextEncode", "CLIPVisionEncode", "LoadImage", "VAEDecode"]
+    classes = {n: getattr(nodes, n) for n in core}
+    for module, names in (
+        ("nodes_hunyuan", ["HunyuanVideo15ImageToVideo"]),
+        ("nodes_model_advanced", ["ModelSamplingSD3"]),
+        (
+            "nodes_custom_sampler",
+            ["BasicScheduler", "RandomNoise", "KSamplerSelect", "CFGGuider", "SamplerCustomAdvanced"],
+        ),
+    ):
+        mod = importlib.import_module(f"comfy_extras.{module}")
+        classes.update({n: getattr(mod, n) for n in names})
+    return classes
+
+
+def record_workflow(prompt: dict) -> dict:
+    """The workflow node by node with ComfyUI's classes: DualCLIPLoader as dual_clip_hunyuan_video15 builds it
+    (ComfyUI's ByT5 cannot take the tiny stand-in file; these prompts have no quoted text for it), the SigLIP at
+    the tiny sizes, CreateVideo / SaveVideo left out. Returns VAEDecode's frames."""
+    import folder_paths
+
+    for folder in ("diffusion_models", "vae"):
+        folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
+    folder_paths.set_input_directory(INPUTS)
+    classes = workflow_classes()
+    results: dict[str, tuple] = {}
+
+    def run(node_id: str) -> tuple:
+        if node_id not in results:
+            node = prompt[node_id]
+            kind = node["class_type"]
+            inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
+            if kind == "DualCLIPLoader":
+                assert inputs["type"] == "hunyuan_video_15"
+                qwen = comfy.utils.load_torch_file(f"{MODELS}/text_encoders/{inputs['clip_name1']}")
+                results[node_id] = (dual_clip_hunyuan_video15(qwen),)
+            elif kind == "CLIPVisionLoader":
+                results[node_id] = load_tiny_siglip(inputs["clip_name"])
+            else:
+                results[node_id] = run_node(classes[kind], inputs)
+        return results[node_id]
+
+    (decode,) = [k for k, v in prompt.items() if v["class_type"] == "VAEDecode"]
+    frames = run(decode)[0]
+    sampler = prompt[decode]["inputs"]["samples"][0]
+    return {"prompt": prompt, "latent_shape": list(run(sampler)[0]["samples"].shape), "frames": png_rgb(frames)}
+
+
 def main() -> None:
     torch.set_num_threads(1)
     paths = {name: f"{MODELS}/{rel}" for name, rel in FILES.items()}
@@ -276,6 +363,7 @@ def main() -> None:
         "vae": record_vae(vae),
         "nodes": record_nodes(vae),
         "text": record_text(clip),
+        "workflow": record_workflow(json.loads(open(WORKFLOW).read())),
     }
     print("wrote", write_json(OUT, record))
 
