@@ -11,7 +11,8 @@ ComfyUI is committed. Given that folder:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<shim>:.:<folder> OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_mage_flow.py <workspace with demo-models> \\
-        tests/models/fixtures/comfyui_mage_flow.json
+        tests/models/fixtures/comfyui_mage_flow.json workflows_json/mage_flow_turbo_t2i.json \\
+        workflows_json/mage_flow_edit.json
 
 Recorded, as ComfyUI's model_base.MageFlow and comfy/sd.py call them on a CPU (float32 weights from the bf16 files):
 - the DiT's output for seeded latents, contexts and reference latents at several sizes (odd ones: Mage centres
@@ -24,6 +25,17 @@ Recorded, as ComfyUI's model_base.MageFlow and comfy/sd.py call them on a CPU (f
   reimplements, run here as transformers' Qwen3VLForConditionalGeneration (its last hidden state, the final norm
   applied), the picture prepared by 0.10.0's process_qwen2vl_images with Qwen3-VL's settings (16-pixel patches,
   mean and std 0.5) as qwen3vl.py calls it (ComfyUI's qwen3vl.py needs newer ComfyUI modules than 0.10.0).
+- the shipped workflows given after the fixture (workflows_json/mage_flow_turbo_t2i.json and mage_flow_edit.json,
+  scripts/mage_flow_workflow.py): TextEncodeMageFlowEdit's execute as nodes_mage.py computes it (comfy.utils'
+  bicubic resizes, the 384 long-edge cap, the VAE at the output size) on the encoder above, ComfyUI's KSampler
+  path (ModelSamplingDiscreteFlow at shift 6 and multiplier 1, the simple schedule, comfy.sample's noise for the seed,
+  noise_scaling, k-diffusion's sample_euler, cfg as uncond + (cond - uncond) * cfg, each prediction
+  x - out * sigma with the model called at the bfloat16 timestep) and the VAE decode; the edit picture is the
+  workspace's example.png read as LoadImage reads it and scaled by 0.10.0's ImageScaleToTotalPixels (lanczos,
+  0.02 megapixels, resolution_steps 16), its size the output size (the template's switches). The text-to-image
+  size is ResolutionSelector's (1:1, 0.1 megapixels, multiple 16, minimum 256: 320x320; that node is newer than
+  0.10.0, its numbers are checked in its own tests). Recorded per workflow: the prompt and the image SaveImageAdvanced
+  writes (8-bit).
 Outputs over MAX_RECORDED_VALUES are thinned to a strided grid.
 """
 
@@ -37,9 +49,9 @@ from safetensors.torch import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, sha256, write_json  # noqa: E402
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, png_rgb, sha256, write_json  # noqa: E402
 
-WORKSPACE, OUT = sys.argv[1:3]
+WORKSPACE, OUT, *WORKFLOWS = sys.argv[1:]
 comfyui_on_cpu()
 import comfy.ops  # noqa: E402
 import comfy.text_encoders.qwen_vl as qwen_vl  # noqa: E402
@@ -187,6 +199,96 @@ def encode(model, tokenizer, text: str, image: torch.Tensor | None) -> torch.Ten
     return out[:, template_end:]
 
 
+T2I_SIZE = (320, 320)  # ResolutionSelector("1:1 (Square)", 0.1, 16, 256)
+
+
+def mage_node(model, tokenizer, vae, prompt, negative, images, width, height, batch_size=1):
+    """comfy_extras/nodes_mage.py's TextEncodeMageFlowEdit.execute, its CLIP calls on the encoder above."""
+    import comfy.utils
+
+    if width == 0 or height == 0:
+        ref_h, ref_w = (images[0].shape[1], images[0].shape[2]) if images else (1024, 1024)
+        height, width = height or ref_h, width or ref_w
+    width, height = max(16, (width // 16) * 16), max(16, (height // 16) * 16)
+    refs, images_vl = [], []
+    for image in images:
+        samples = image.movedim(-1, 1)
+        long_edge = max(samples.shape[3], samples.shape[2])
+        if long_edge > 384:
+            scale_by = 384 / long_edge
+            size = (max(1, round(samples.shape[3] * scale_by)), max(1, round(samples.shape[2] * scale_by)))
+            images_vl.append(comfy.utils.common_upscale(samples, *size, "bicubic", "disabled").movedim(1, -1))
+        else:
+            images_vl.append(image)
+        if samples.shape[3] != width or samples.shape[2] != height:
+            samples = comfy.utils.common_upscale(samples, width, height, "bicubic", "disabled")
+        pixels = centre_crop(samples.movedim(1, -1)[:, :, :, :3])
+        refs.append(vae.encode(pixels.movedim(-1, 1) * 2.0 - 1.0))
+    assert len(images_vl) <= 1, "the recorder's encoder reads one picture"
+    picture = images_vl[0] if images_vl else None
+    positive = encode(model, tokenizer, prompt, picture)
+    negative = encode(model, tokenizer, negative if negative else " ", picture)
+    return positive, negative, refs, torch.zeros([batch_size, 128, height // 16, width // 16])
+
+
+def sample(dit, positive, negative, refs, latent, seed, steps, cfg):
+    """KSampler(euler, simple, denoise 1) as ComfyUI runs it on model_base.MageFlow."""
+    import comfy.k_diffusion.sampling
+    import comfy.model_sampling
+    import comfy.sample
+    import comfy.samplers
+
+    class Sampling(comfy.model_sampling.ModelSamplingDiscreteFlow, comfy.model_sampling.CONST):
+        pass
+
+    ms = Sampling(type("Config", (), {"sampling_settings": {"shift": 6.0, "multiplier": 1.0}})())
+    sigmas = comfy.samplers.calculate_sigmas(ms, "simple", steps)
+    noise = comfy.sample.prepare_noise(latent, seed)
+    x = ms.noise_scaling(sigmas[0], noise, latent, True)
+
+    def predict(x, sigma, context):
+        t = ms.timestep(sigma).float().to(torch.bfloat16)  # model_base: .float(), then MageFlow.process_timestep
+        out = dit(ms.calculate_input(sigma, x), t, context, ref_latents=refs or None)
+        return ms.calculate_denoised(sigma, out.float(), x)
+
+    def denoiser(x, sigma, **kwargs):
+        cond = predict(x, sigma, positive)
+        return cond if cfg == 1.0 else (lambda u: u + (cond - u) * cfg)(predict(x, sigma, negative))
+
+    out = comfy.k_diffusion.sampling.sample_euler(denoiser, x, sigmas, disable=True)
+    return ms.inverse_noise_scaling(sigmas[-1], out)
+
+
+def record_workflow(path: str, dit, vae, model, tokenizer) -> dict:
+    import json
+
+    import numpy as np
+    from comfy_extras.nodes_post_processing import ImageScaleToTotalPixels
+    from PIL import Image
+
+    prompt = json.loads(Path(path).read_text())
+    nodes = {node["class_type"]: node["inputs"] for node in prompt.values()}
+    enc, ks = nodes["TextEncodeMageFlowEdit"], nodes["KSampler"]
+    images = []
+    if "LoadImage" in nodes:
+        pil = Image.open(Path(WORKSPACE) / "input" / nodes["LoadImage"]["image"]).convert("RGB")
+        image = torch.from_numpy(np.array(pil).astype(np.float32) / 255.0)[None]
+        scale = nodes["ImageScaleToTotalPixels"]
+        (image,) = ImageScaleToTotalPixels.execute(
+            image, scale["upscale_method"], scale["megapixels"], scale["resolution_steps"]
+        ).result
+        images.append(image)
+        width, height = image.shape[2], image.shape[1]  # GetImageSize through the template's switches
+    else:
+        width, height = T2I_SIZE
+    positive, negative, refs, latent = mage_node(
+        model, tokenizer, vae, enc["prompt"], enc["negative_prompt"], images, width, height, enc["batch_size"]
+    )
+    samples = sample(dit, positive, negative, refs, latent, ks["seed"], ks["steps"], float(ks["cfg"]))
+    image = ((vae.decode(samples) + 1.0) / 2.0).clamp(0.0, 1.0).movedim(1, -1)
+    return {"prompt": prompt, "pngs_rgb": [png_rgb(im, MAX_RECORDED_VALUES) for im in image]}
+
+
 def main() -> None:
     torch.set_num_threads(1)
     dit, vae = load_dit(), load_vae()
@@ -247,6 +349,10 @@ def main() -> None:
                 "cond": b64(encode(model, tokenizer, EDIT_PROMPT, picture)),
             }
         )
+        record["workflows"] = {
+            Path(path).name.removesuffix(".json"): record_workflow(path, dit, vae, model, tokenizer)
+            for path in WORKFLOWS
+        }
     print(write_json(OUT, record))
 
 

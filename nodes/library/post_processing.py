@@ -237,7 +237,10 @@ class ImageScaleToTotalPixels:
                 "image": ("IMAGE", {}),
                 "upscale_method": _combo(["nearest-exact", "bilinear", "area", "bicubic", "lanczos"]),
                 "megapixels": ("FLOAT", {"default": 1.0, "min": 0.01, "max": 16.0, "step": 0.01}),
-            }
+            },
+            # today's ComfyUI (0.10.0 on): sides rounded to multiples of this; optional here, so 0.3.64's prompts,
+            # which lack it, keep 0.3.64's sizes
+            "optional": {"resolution_steps": ("INT", {"default": 1, "min": 1, "max": 256})},
         }
 
     RETURN_TYPES = ("IMAGE",)
@@ -245,11 +248,17 @@ class ImageScaleToTotalPixels:
     CATEGORY = "image/upscaling"
     DESCRIPTION = "Resizes the image to about `megapixels` x 1024 x 1024 pixels, keeping the aspect ratio."
 
-    def upscale(self, image: torch.Tensor, upscale_method: str, megapixels: float):
+    def upscale(self, image: torch.Tensor, upscale_method: str, megapixels: float, resolution_steps: int | None = None):
         samples = image.movedim(-1, 1)
-        total = int(megapixels * 1024 * 1024)
+        if resolution_steps is None:  # 0.3.64: a whole number of pixels, sides rounded to single pixels
+            total, steps = int(megapixels * 1024 * 1024), 1
+        else:
+            if not isinstance(resolution_steps, int) or not 1 <= resolution_steps <= 256:
+                raise ValueError(f"resolution_steps: {resolution_steps!r} is not an integer in 1..256")
+            total, steps = megapixels * 1024 * 1024, resolution_steps
         scale_by = math.sqrt(total / (samples.shape[3] * samples.shape[2]))
-        width, height = round(samples.shape[3] * scale_by), round(samples.shape[2] * scale_by)
+        width = round(samples.shape[3] * scale_by / steps) * steps
+        height = round(samples.shape[2] * scale_by / steps) * steps
         return (common_upscale(samples, width, height, upscale_method, "disabled").movedim(1, -1),)
 
 

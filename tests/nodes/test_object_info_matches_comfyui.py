@@ -88,6 +88,9 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("ModelSamplingAuraFlow", "input.optional.sampling"): "today's ComfyUI's optional sampling (flow or "
     "img_to_img_velocity, which Marigold V2's templates set) is offered",
     ("ModelSamplingAuraFlow", "input_order.optional"): "today's ComfyUI's optional sampling input",
+    ("ImageScaleToTotalPixels", "input.optional.resolution_steps"): "today's ComfyUI's resolution_steps (the "
+    "Mage-Flow edit templates set 16) is offered, optional so that 0.3.64's prompts keep their sizes",
+    ("ImageScaleToTotalPixels", "input_order.optional"): "today's ComfyUI's resolution_steps",
 }
 
 
