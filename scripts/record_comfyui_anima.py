@@ -1,5 +1,5 @@
 """Record what upstream ComfyUI 0.10.0 (commit 79cdbc81 of hiddenswitch/ComfyUI; 0.3.64 has no Anima) computes on
-the tiny Anima files, as the fixture tests/models/fixtures/comfyui_anima.json.
+the tiny Anima files, as the fixture tests/models/fixtures/comfyui_anima.json.xz.
 
 Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), after `comfy-cluster demo-models`:
 
@@ -22,7 +22,7 @@ import json
 import sys
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_prompt, sha256
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_prompt, sha256, write_json
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
@@ -165,8 +165,7 @@ def main() -> None:
         folder_paths.add_model_folder_path(folder, f"{WORKSPACE}/models/{folder}", is_default=True)
     with open(WORKFLOW) as f:
         out["workflow"] = run_workflow(json.load(f))
-    with open(OUT, "w") as f:
-        json.dump(out, f)
+    write_json(OUT, out)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ repository as a module with functions `draw_bboxes(bboxes, image)` and
 recipe in ../shared/reference/running-real-comfyui.md):
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim> <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_bbox_nodes.py <that module> /work/main/tests/nodes/fixtures/comfyui_bbox_nodes.json
+        /work/main/scripts/record_comfyui_bbox_nodes.py <that module> /work/main/tests/nodes/fixtures/comfyui_bbox_nodes.json.xz
 
 The detector module that names the COCO classes is not readable here; the oracle uses the 80 COCO names in
 their usual order, as this backend does. Outputs are float32 bytes (base64), compared bit for bit.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import importlib.util
-import json
 import sys
 
 import torch
@@ -87,15 +86,15 @@ def record(oracle_file: str) -> dict:
 if __name__ == "__main__":
     oracle_file, target = sys.argv[1:3]
     cases = record(oracle_file)
-    with open(target, "w", encoding="utf-8") as f:
-        json.dump(
-            {
-                "source": "DrawBBoxes (comfy_extras/nodes_rtdetr.py) and CropByBBoxes (comfy_extras/nodes_sdpose.py) "
-                "of the newest Comfy-Org source run in upstream ComfyUI 0.10.0's environment, Pillow "
-                "13.0.0; scripts/record_comfyui_bbox_nodes.py",
-                **cases,
-            },
-            f,
-            indent=1,
-        )
-        f.write("\n")
+    # imported here: tests load this module for its inputs without the scripts folder on sys.path
+    from comfyui_recording import write_json
+
+    write_json(
+        target,
+        {
+            "source": "DrawBBoxes (comfy_extras/nodes_rtdetr.py) and CropByBBoxes (comfy_extras/nodes_sdpose.py) "
+            "of the newest Comfy-Org source run in upstream ComfyUI 0.10.0's environment, Pillow "
+            "13.0.0; scripts/record_comfyui_bbox_nodes.py",
+            **cases,
+        },
+    )

@@ -5,7 +5,7 @@ Run inside ComfyUI 0.10.0's own environment (commit 79cdbc81 of hiddenswitch/Com
 modules, nothing of ComfyUI is copied here; recipe in ../shared/reference/running-real-comfyui.md):
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim> <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_dataset_nodes.py /work/main/tests/nodes/fixtures/comfyui_dataset_nodes.json
+        /work/main/scripts/record_comfyui_dataset_nodes.py /work/main/tests/nodes/fixtures/comfyui_dataset_nodes.json.xz
 
 Inputs are seeded tensors (`inputs()`, shared with the test); outputs are stored in full (they are small).
 """
@@ -13,7 +13,6 @@ Inputs are seeded tensors (`inputs()`, shared with the test); outputs are stored
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 
 import torch
@@ -131,6 +130,7 @@ def record() -> dict:
 
 
 if __name__ == "__main__":
-    with open(sys.argv[1], "w") as f:
-        json.dump(record(), f)
-        f.write("\n")
+    # imported here: tests load this module for its inputs without the scripts folder on sys.path
+    from comfyui_recording import write_json
+
+    write_json(sys.argv[1], record())

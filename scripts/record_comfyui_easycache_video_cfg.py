@@ -1,11 +1,11 @@
 """Record what ComfyUI's EasyCache and its video CFG guidance functions compute, on fixed small tensors, as a
-fixture (tests/nodes/fixtures/comfyui_easycache_video_cfg.json).
+fixture (tests/nodes/fixtures/comfyui_easycache_video_cfg.json.xz).
 
 Run inside ComfyUI's own environment (it imports ComfyUI's modules and runs their node code; nothing of
 ComfyUI is copied here):
 
     cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \
-        /work/main/scripts/record_comfyui_easycache_video_cfg.py /work/main/tests/nodes/fixtures/comfyui_easycache_video_cfg.json
+        /work/main/scripts/record_comfyui_easycache_video_cfg.py /work/main/tests/nodes/fixtures/comfyui_easycache_video_cfg.json.xz
 
 VideoLinearCFGGuidance / VideoTriangleCFGGuidance: the sampler_cfg_function each node sets on a stand-in MODEL,
 called on seeded noise estimates. EasyCache: the node's calc_cond_batch and diffusion-model wrappers driven by a
@@ -16,11 +16,10 @@ prepared as the node's outer-sample wrapper does. ComfyUI batches the conds of o
 
 from __future__ import annotations
 
-import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, write_json
 
 OUT = sys.argv[1]
 comfyui_on_cpu()
@@ -165,9 +164,7 @@ def main(out_path: str) -> None:
         "video_cfg": video_cfg_cases(),
         "easycache": easycache_cases(),
     }
-    with open(out_path, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+    write_json(out_path, data)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ is copied here), given the demo models (`comfy-cluster demo-models` builds them)
 
     cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
         /work/main/scripts/record_comfyui_edit_family.py <models>/diffusion_models/flux-tiny.safetensors \\
-        /work/main/tests/nodes/fixtures/comfyui_edit_family.json <models>/checkpoints/sd1-tiny.safetensors
+        /work/main/tests/nodes/fixtures/comfyui_edit_family.json.xz <models>/checkpoints/sd1-tiny.safetensors
 
 - RenormCFG: the node's function, captured from a stand-in MODEL, called with ComfyUI's argument dict on
   seeded tensors (batch of one, as ComfyUI's comparison needs) at sigmas above and below cfg_trunc.
@@ -25,11 +25,10 @@ Tensors are stored as float32 (base64).
 
 from __future__ import annotations
 
-import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, sha256
+from comfyui_recording import b64, comfyui_on_cpu, sha256, write_json
 
 OUT = sys.argv[2]
 WEIGHTS = sys.argv[1]
@@ -268,8 +267,7 @@ def main() -> None:
         "nodes": node_cases(),
         "ip2p_unet": ip2p_unet_case(SD1_CHECKPOINT),
     }
-    with open(OUT, "w") as f:
-        json.dump(fixture, f, indent=1)
+    write_json(OUT, fixture)
 
 
 if __name__ == "__main__":

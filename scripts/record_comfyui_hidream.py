@@ -1,13 +1,13 @@
 """Record what ComfyUI 0.3.64 (and upstream 0.10.0 for the workflows) computes on the tiny HiDream files, as the
-fixture tests/models/fixtures/comfyui_hidream.json.
+fixture tests/models/fixtures/comfyui_hidream.json.xz.
 
 Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
 `comfy-cluster demo-models` (or nodes.models.hidream_demo.build_demo_hidream) wrote the tiny HiDream files:
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=1 <ComfyUI venv>/bin/python \\
-        /work/main/scripts/record_comfyui_hidream.py tests/models/fixtures/comfyui_hidream.json <workspace>
+        /work/main/scripts/record_comfyui_hidream.py tests/models/fixtures/comfyui_hidream.json.xz <workspace>
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=1 <ComfyUI venv>/bin/python \\
-        /work/main/scripts/record_comfyui_hidream.py tests/models/fixtures/comfyui_hidream.json <workspace> \\
+        /work/main/scripts/record_comfyui_hidream.py tests/models/fixtures/comfyui_hidream.json.xz <workspace> \\
         --workflows /work/main/workflows_json/hidream_i1_dev.json /work/main/workflows_json/hidream_e1_1.json
 
 ComfyUI fixes the released sizes (model_detection's HiDream config; the encoders' JSON configs; Llama2Config's
@@ -57,6 +57,7 @@ import comfy.utils  # noqa: E402
 import folder_paths  # noqa: E402
 import numpy as np  # noqa: E402
 from comfy import sd1_clip  # noqa: E402
+from comfyui_recording import load_json, write_json  # noqa: E402
 
 DIT = "diffusion_models/hidream_i1_tiny.safetensors"
 VAE = "vae/flux-tiny-ae.safetensors"
@@ -537,8 +538,7 @@ def main() -> None:
     torch.set_num_threads(1)
     version = comfyui_version.__version__
     if WORKFLOWS[:1] == ["--workflows"]:
-        with open(OUT) as f:
-            fixture = json.load(f)
+        fixture = load_json(OUT)
         tiny_sizes()
         for folder in ("diffusion_models", "text_encoders", "vae"):
             folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
@@ -550,8 +550,7 @@ def main() -> None:
                 fixture["workflows"][path.rsplit("/", 1)[-1][: -len(".json")]] = run_workflow(json.load(f))
     else:
         fixture = {"comfyui": version, "dit": record_dit(), "denoised": record_denoised(), "text": record_text()}
-    with open(OUT, "w") as f:
-        json.dump(fixture, f)
+    write_json(OUT, fixture)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Record what upstream ComfyUI 0.10.0 computes with ltx2-tiny's audio-video transformer (nodes/models/ltx2_demo.py),
-as the fixture tests/models/test_ltx2.py compares with (tests/models/fixtures/comfyui_ltx2.json).
+as the fixture tests/models/test_ltx2.py compares with (tests/models/fixtures/comfyui_ltx2.json.xz).
 
 Run inside ComfyUI 0.10.0's own environment (commit 79cdbc81 of hiddenswitch/ComfyUI; it imports ComfyUI's
 modules, nothing of ComfyUI is copied here; recipe in ../shared/reference/running-real-comfyui.md), after the
 tiny checkpoint was written (nodes.models.ltx2_demo.build_demo_ltx2):
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_ltx2.py <models dir> /work/main/tests/models/fixtures/comfyui_ltx2.json \\
+        /work/main/scripts/record_comfyui_ltx2.py <models dir> /work/main/tests/models/fixtures/comfyui_ltx2.json.xz \\
         [object_info.json]
 
 The checkpoint is loaded as UNETLoader loads it (comfy.sd.load_diffusion_model: the model detected from its keys
@@ -33,7 +33,7 @@ import json
 import sys
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64
+from comfyui_recording import MAX_RECORDED_VALUES, b64, write_json
 
 FILE = "checkpoints/ltx-2-19b-dev_tiny.safetensors"
 # (name, batch, video latent [C,F,H,W] less batch, audio latent frames, text tokens, sigmas, frame rate,
@@ -266,8 +266,7 @@ def main(models: str, out: str) -> None:
         record["text"].append({"prompt": prompt, "ids": ids, "cond": b64(cond, MAX_RECORDED_VALUES)})
         print(repr(prompt[:20]), ids[:8], tuple(cond.shape), float(cond.abs().mean()))
     record["ksampler"] = ksampler_run(clip, patcher, vae)
-    with open(out, "w") as f:
-        json.dump(record, f)
+    write_json(out, record)
     print(json.dumps(record["facts"]))
 
 

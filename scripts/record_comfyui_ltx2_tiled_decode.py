@@ -1,5 +1,5 @@
 """Record upstream ComfyUI 0.10.0's VAEDecodeTiled on ltx2-tiny's video VAE (nodes/models/ltx2_demo.py), for
-tests/models/test_ltx2_tiled_decode.py (tests/models/fixtures/comfyui_ltx2_tiled_decode.json): seeded latents
+tests/models/test_ltx2_tiled_decode.py (tests/models/fixtures/comfyui_ltx2_tiled_decode.json.xz): seeded latents
 decoded by ComfyUI's own node (nodes.VAEDecodeTiled: tiles in time, height and width, blended with feathers) at
 settings that give one tile and several.
 
@@ -8,17 +8,16 @@ copied here; recipe in ../shared/reference/running-real-comfyui.md), after the d
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_ltx2_tiled_decode.py <models dir> \\
-        /work/main/tests/models/fixtures/comfyui_ltx2_tiled_decode.json
+        /work/main/tests/models/fixtures/comfyui_ltx2_tiled_decode.json.xz
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64
+from comfyui_recording import MAX_RECORDED_VALUES, b64, write_json
 
 CHECKPOINT = "checkpoints/ltx-2-19b-dev_tiny.safetensors"
 # (latent shape, tile_size, overlap, temporal_size, temporal_overlap)
@@ -55,8 +54,7 @@ def main(models: str, out: str) -> None:
             }
         )
         print(shape, tuple(image.shape), float(image.mean()))
-    with open(out, "w") as f:
-        json.dump(record, f)
+    write_json(out, record)
 
 
 if __name__ == "__main__":

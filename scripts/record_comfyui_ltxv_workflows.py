@@ -1,6 +1,6 @@
 """Record what ComfyUI 0.3.64 (commit a125cd84) computes for LTX-Video 0.9's text encoder (CLIPLoader type ltxv) and
 the web UI's two LTX-Video templates on the tiny files, as tests/models/test_ltxv_text.py and
-tests/e2e/test_ltxv_workflows.py check them (tests/models/fixtures/comfyui_ltxv_workflows.json).
+tests/e2e/test_ltxv_workflows.py check them (tests/models/fixtures/comfyui_ltxv_workflows.json.xz).
 
 Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), after `comfy-cluster demo-models`
 and scripts/ltxv_workflow.py:
@@ -30,6 +30,7 @@ from comfyui_recording import (
     run_prompt,
     sha256,
     tiny_t5_in_comfyui,
+    write_json,
 )
 
 OUT, WORKSPACE = sys.argv[1:3]
@@ -95,9 +96,7 @@ def main() -> None:
         with open(f"{REPO}/workflows_json/{name}.json") as f:
             prompt = with_frames(json.load(f))
         out["workflows"][name] = run_prompt(prompt, classes, max_values=MAX_RECORDED_VALUES)
-    with open(OUT, "w") as f:
-        json.dump(out, f)
-        f.write("\n")
+    write_json(OUT, out)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules and runs thei
 ComfyUI is copied here):
 
     cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \
-        /work/main/scripts/record_comfyui_model_patches.py /work/main/tests/nodes/fixtures/comfyui_model_patches.json <workspace>/models/checkpoints/sd1-tiny.safetensors
+        /work/main/scripts/record_comfyui_model_patches.py /work/main/tests/nodes/fixtures/comfyui_model_patches.json.xz <workspace>/models/checkpoints/sd1-tiny.safetensors
 
 Each node is run on a stand-in MODEL (`Recorder`) whose clone() captures the patches the node registers
 (output/input block patches, attention patches and replacements, post-CFG functions); the captured
@@ -15,11 +15,10 @@ replaced by a toy evaluator that records the model_options it was given.
 
 from __future__ import annotations
 
-import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, sha256
+from comfyui_recording import b64, comfyui_on_cpu, sha256, write_json
 
 OUT, CHECKPOINT = sys.argv[1:3]
 comfyui_on_cpu()
@@ -744,9 +743,7 @@ def main(out_path: str, checkpoint: str) -> None:
         "lazycache": lazycache_cases(),
         "hypernetwork": {"unet_file": list(HYPERNETWORKS[0]), "cases": hypernetworks},
     }
-    with open(out_path, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+    write_json(out_path, data)
 
 
 if __name__ == "__main__":

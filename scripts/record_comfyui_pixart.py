@@ -1,5 +1,5 @@
 """Record what ComfyUI 0.3.64 (commit a125cd84) computes for PixArt-α and PixArt-Σ on the tiny demo files, as the
-fixture tests/models/fixtures/comfyui_pixart.json.
+fixture tests/models/fixtures/comfyui_pixart.json.xz.
 
 Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), after `comfy-cluster demo-models`:
 
@@ -36,6 +36,7 @@ from comfyui_recording import (
     run_prompt,
     sha256,
     tiny_t5_in_comfyui,
+    write_json,
 )
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
@@ -222,8 +223,7 @@ def main() -> None:
     folder_paths.add_model_folder_path("vae", f"{WORKSPACE}/models/vae", is_default=True)
     with open(WORKFLOW) as f:
         out["image_workflow"] = run_prompt(json.load(f), classes, max_values=MAX_RECORDED_VALUES)
-    with open(OUT, "w") as f:
-        json.dump(out, f)
+    write_json(OUT, out)
     print("wrote", OUT)
 
 

@@ -1,5 +1,5 @@
 """Record what the newest ComfyUI's PixelDiT code computes on the tiny PixelDiT files (nodes/models/pixeldit_demo.py),
-as the fixture tests/models/fixtures/comfyui_pixeldit.json. No released ComfyUI that runs here has PixelDiT (it came
+as the fixture tests/models/fixtures/comfyui_pixeldit.json.xz. No released ComfyUI that runs here has PixelDiT (it came
 with ComfyUI's PR 14103, May 2026), so its modules are run at development time on top of upstream 0.10.0 (commit
 79cdbc81 of hiddenswitch/ComfyUI, the base these recorders use); nothing of ComfyUI is copied here.
 
@@ -38,7 +38,7 @@ import sys
 import types
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64, png_rgb
+from comfyui_recording import MAX_RECORDED_VALUES, b64, png_rgb, write_json
 
 OUT, WORKSPACE, UPSTREAM, WORKFLOW = sys.argv[1:5]
 sys.argv[1:] = ["--cpu"]
@@ -261,8 +261,7 @@ def main() -> None:
     prompt = json.loads(open(WORKFLOW).read())
     patcher = model_patcher(comfy.utils.load_torch_file(f"{WORKSPACE}/models/{DIT}"))
     out["workflow"] = run_workflow(prompt, patcher, clip)
-    with open(OUT, "w") as f:
-        json.dump(out, f)
+    write_json(OUT, out)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Record what ComfyUI 0.3.64 samples with qwen-image-tiny steered by the tiny DiffSynth ControlNets, as the fixture
-QwenImageDiffsynthControlnet is tested on (tests/nodes/fixtures/comfyui_qwen_diffsynth.json).
+QwenImageDiffsynthControlnet is tested on (tests/nodes/fixtures/comfyui_qwen_diffsynth.json.xz).
 
 Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
 `comfy-cluster demo-models` (or nodes.models.qwen_image_demo and nodes.models.model_patch_demo) wrote the tiny files:
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<sitecustomize shim>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
-        /work/main/scripts/record_comfyui_qwen_diffsynth.py /work/main/tests/nodes/fixtures/comfyui_qwen_diffsynth.json \\
+        /work/main/scripts/record_comfyui_qwen_diffsynth.py /work/main/tests/nodes/fixtures/comfyui_qwen_diffsynth.json.xz \\
         <models dir> /work/main/workflows_json/qwen_image_controlnet_patch.json <input dir holding example.png>
 
 ComfyUI 0.3.64 fixes the released sizes (Qwen-Image's 24 heads and 3584-wide text states, the VAE's base width 96,
@@ -28,7 +28,7 @@ import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, run_node, sha256
+from comfyui_recording import b64, comfyui_on_cpu, run_node, sha256, write_json
 
 OUT, MODELS, WORKFLOW, INPUTS = sys.argv[1:5]
 comfyui_on_cpu()
@@ -215,9 +215,7 @@ def main() -> None:
         "cases": cases,
         "workflow": workflow,
     }
-    with open(OUT, "w") as f:
-        json.dump(record, f, indent=1)
-        f.write("\n")
+    write_json(OUT, record)
 
 
 if __name__ == "__main__":

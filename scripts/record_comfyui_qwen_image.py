@@ -1,11 +1,11 @@
 """Record what ComfyUI 0.3.64 computes with qwen-image-tiny, as the fixture our Qwen-Image support is tested on
-(tests/models/fixtures/comfyui_qwen_image.json).
+(tests/models/fixtures/comfyui_qwen_image.json.xz).
 
 Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
 `comfy-cluster demo-models` (or nodes.models.qwen_image_demo.build_demo_qwen_image) wrote the tiny files:
 
     cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
-        /work/main/scripts/record_comfyui_qwen_image.py /work/main/tests/models/fixtures/comfyui_qwen_image.json \\
+        /work/main/scripts/record_comfyui_qwen_image.py /work/main/tests/models/fixtures/comfyui_qwen_image.json.xz \\
         <models dir> /work/main/workflows_json/qwen_image.json
 
 ComfyUI 0.3.64 fixes Qwen-Image's widths to the released model's (24 heads of 128, 3584-wide text states, its
@@ -33,7 +33,7 @@ import logging
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, png_rgb, run_node, sha256
+from comfyui_recording import b64, comfyui_on_cpu, png_rgb, run_node, sha256, write_json
 
 OUT, MODELS, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
@@ -456,8 +456,7 @@ def main() -> None:
         "fp8": record_fp8(classes),
         "lora": record_lora(classes),
     }
-    with open(OUT, "w") as f:
-        json.dump(fixture, f)
+    write_json(OUT, fixture)
 
 
 if __name__ == "__main__":

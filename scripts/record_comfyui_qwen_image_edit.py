@@ -1,11 +1,11 @@
 """Record what ComfyUI 0.3.64 computes for Qwen-Image-Edit on the tiny demo files, as the fixture our edit
-encoders are tested on (tests/models/fixtures/comfyui_qwen_image_edit.json).
+encoders are tested on (tests/models/fixtures/comfyui_qwen_image_edit.json.xz).
 
 Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
 `comfy-cluster demo-models` wrote the tiny files (qwen-image-tiny and qwen-image-edit-tiny) and the example image:
 
     cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=1 <ComfyUI venv>/bin/python \\
-        /work/main/scripts/record_comfyui_qwen_image_edit.py /work/main/tests/models/fixtures/comfyui_qwen_image_edit.json \\
+        /work/main/scripts/record_comfyui_qwen_image_edit.py /work/main/tests/models/fixtures/comfyui_qwen_image_edit.json.xz \\
         <workspace> /work/main/workflows_json/qwen_image_edit_2509.json
 
 ComfyUI fixes the released widths (Qwen-Image's 24 heads and 3584-wide text, its text encoder's sizes, the
@@ -29,7 +29,7 @@ import logging
 import sys
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, png_rgb, run_node, sha256
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, png_rgb, run_node, sha256, write_json
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
@@ -267,8 +267,7 @@ def main() -> None:
         "nodes": record_nodes(classes, clip, vae),
         "workflow": run_workflow(json.loads(open(WORKFLOW).read())),
     }
-    with open(OUT, "w") as f:
-        json.dump(fixture, f)
+    write_json(OUT, fixture)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Record what ComfyUI samples with qwen-image-tiny steered by the tiny Qwen-Image InstantX ControlNets (Union and
-Inpainting), as the fixture our support is tested on (tests/nodes/fixtures/comfyui_qwen_instantx.json).
+Inpainting), as the fixture our support is tested on (tests/nodes/fixtures/comfyui_qwen_instantx.json.xz).
 
 Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
 `comfy-cluster demo-models` (or nodes.models.qwen_image_demo and nodes.models.qwen_image_controlnet_demo) wrote the
 tiny files:
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<sitecustomize shim>:. OMP_NUM_THREADS=1 <ComfyUI venv>/bin/python \\
-        /work/main/scripts/record_comfyui_qwen_instantx.py /work/main/tests/nodes/fixtures/comfyui_qwen_instantx.json \\
+        /work/main/scripts/record_comfyui_qwen_instantx.py /work/main/tests/nodes/fixtures/comfyui_qwen_instantx.json.xz \\
         <models dir>
 
 ComfyUI 0.3.64 fixes Qwen-Image's widths to the released model's (24 heads of 128, 3584-wide text states, the VAE's
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import sys
 
 import torch
@@ -44,6 +43,7 @@ import comfy_extras.nodes_controlnet as nodes_controlnet  # noqa: E402
 import comfy_extras.nodes_model_advanced as model_advanced  # noqa: E402
 import comfy_extras.nodes_sd3 as nodes_sd3  # noqa: E402
 import folder_paths  # noqa: E402
+from comfyui_recording import write_json  # noqa: E402
 
 import nodes  # noqa: E402
 
@@ -166,9 +166,7 @@ def main() -> None:
         "sampling": SAMPLING,
         "cases": cases,
     }
-    with open(OUT, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
+    write_json(OUT, out)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ is copied here):
 
     cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
         /work/main/scripts/record_comfyui_sampling_functions.py \\
-        /work/main/tests/nodes/fixtures/comfyui_sampling_functions.json /work/main/nodes/library/noise_levels.json
+        /work/main/tests/nodes/fixtures/comfyui_sampling_functions.json.xz /work/main/nodes/library/noise_levels.json
 
 - Guidance nodes (APG, Mahiro, TCFG, FreSca, LatentApplyOperationCFG, PerpNeg's formula, DifferentialDiffusion)
   run on a stand-in MODEL (`Recorder`) whose setters capture the registered function; the function is then
@@ -23,7 +23,7 @@ import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, write_json
 
 comfyui_on_cpu(sys.argv[1], sys.argv[2])
 import comfy.model_sampling  # noqa: E402
@@ -410,9 +410,7 @@ def main(out_path: str, tables_path: str) -> None:
         "samplers": sampler_cases(),
         "model_sampling_continuous_edm": edm_cases(),
     }
-    with open(out_path, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+    write_json(out_path, data)
     with open(tables_path, "w") as f:
         json.dump(tables(), f)
 

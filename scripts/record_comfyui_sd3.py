@@ -4,7 +4,7 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
 `comfy-cluster demo-models` (or nodes.models.sd3_demo.build_demo_sd3) wrote the tiny SD3 files:
 
     cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \
-        /work/main/scripts/record_comfyui_sd3.py /work/main/tests/nodes/fixtures/comfyui_sd3.json <models dir>
+        /work/main/scripts/record_comfyui_sd3.py /work/main/tests/nodes/fixtures/comfyui_sd3.json.xz <models dir>
 
 - mmdit: ComfyUI's own model detection (detect_unet_config) reads the tiny checkpoint's MMDiT config; its
   MMDiT class is built with it, loads the weights strictly and runs forward passes on seeded inputs (even and
@@ -25,11 +25,10 @@ re-made by the test with the same generator calls.
 
 from __future__ import annotations
 
-import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, write_json
 
 OUT, MODELS = sys.argv[1:3]
 comfyui_on_cpu()
@@ -290,8 +289,7 @@ def main() -> None:
         "text": record_text(ckpt),
         "sampling": record_sampling(),
     }
-    with open(OUT, "w") as f:
-        json.dump(fixture, f)
+    write_json(OUT, fixture)
 
 
 if __name__ == "__main__":

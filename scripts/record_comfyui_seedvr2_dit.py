@@ -1,7 +1,7 @@
 """Record what today's ComfyUI's SeedVR2 transformer (NaDiT) computes on the tiny demo transformers
 (nodes/models/seedvr2_demo.py: diffusion_models/seedvr2_3b_tiny and seedvr2_7b_tiny, plus the 7B's other published
 layout, separate video/text weights in every block with GELU MLPs), for tests/models/test_seedvr2_dit.py
-(tests/models/fixtures/comfyui_seedvr2_dit.json).
+(tests/models/fixtures/comfyui_seedvr2_dit.json.xz).
 
 No runnable ComfyUI has SeedVR2 (0.10.0 predates it), so, as issues 38 and 39 ask, ComfyUI's own module is run at
 development time: comfy/ldm/seedvr/model.py of comfyanonymous/ComfyUI (00523e05, the newest stored, read 2026-12-05)
@@ -15,7 +15,7 @@ variant's other settings as detection gives them (3B: mm_layers 10, SwiGLU, mmro
 mm_layers 10 + SwiGLU or 36 + GELU), its 7B switch (vid_dim == 3072) passed explicitly. Weights come from the file
 (float16, run as float32 as ComfyUI runs on a CPU). Nothing of ComfyUI is committed. Given that folder:
 
-    OMP_NUM_THREADS=1 python scripts/record_comfyui_seedvr2_dit.py <folder> tests/models/fixtures/comfyui_seedvr2_dit.json
+    OMP_NUM_THREADS=1 python scripts/record_comfyui_seedvr2_dit.py <folder> tests/models/fixtures/comfyui_seedvr2_dit.json.xz
 
 The forward is called as comfy/model_base.py's SeedVR2 calls it at cfg 1 (one branch: cond_or_uncond [0]): the noisy
 latent [B,16,T,H,W], the timestep (sigma times 1000), the file's positive embeddings as the context [1, 58, 5120] and
@@ -34,7 +34,6 @@ x - v), VAEDecodeTiled, SeedVR2PostProcessing (none): the image SaveImage writes
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -45,7 +44,7 @@ from safetensors.torch import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from comfyui_recording import MAX_RECORDED_VALUES, b64, png_rgb, sha256  # noqa: E402
+from comfyui_recording import MAX_RECORDED_VALUES, b64, png_rgb, sha256, write_json  # noqa: E402
 
 from nodes.models.seedvr2_demo import (  # noqa: E402
     TRANSFORMER_FILES,
@@ -164,7 +163,7 @@ def main() -> None:
             f"seedvr2_{variant}_upscale_image": upscale_graph(ref, variant, files[variant]) for variant in ("3b", "7b")
         }
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(record))
+    write_json(out, record)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Record what today's ComfyUI's SeedVR2 image and latent nodes compute, for tests/nodes/test_seedvr2_nodes.py
-(tests/nodes/fixtures/comfyui_seedvr2_nodes.json).
+(tests/nodes/fixtures/comfyui_seedvr2_nodes.json.xz).
 
 No runnable ComfyUI has SeedVR2 (0.10.0 predates it), so, as issues 38 and 39 ask, ComfyUI's own code is run at
 development time: the node bodies of comfy_extras/nodes_seedvr.py (SeedVR2Preprocess, SeedVR2PostProcessing,
@@ -12,12 +12,11 @@ F.pad / F.interpolate (their float32 path), torchvision's tensor resize (bicubic
 it makes for float tensors. Nothing of ComfyUI is committed. Given that folder:
 
     OMP_NUM_THREADS=1 python scripts/record_comfyui_seedvr2_nodes.py <folder> \\
-        tests/nodes/fixtures/comfyui_seedvr2_nodes.json
+        tests/nodes/fixtures/comfyui_seedvr2_nodes.json.xz
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from comfyui_recording import MAX_RECORDED_VALUES, b64  # noqa: E402
+from comfyui_recording import MAX_RECORDED_VALUES, b64, write_json  # noqa: E402
 
 
 def main() -> None:
@@ -98,7 +97,7 @@ def main() -> None:
         "Comfy-Org/ComfyUI comfy_extras/nodes_seedvr.py and comfy/ldm/seedvr/color_fix.py (newest source, read "
         "2026-12-05), run by scripts/record_comfyui_seedvr2_nodes.py"
     )
-    Path(out).write_text(json.dumps(record))
+    write_json(out, record)
 
 
 if __name__ == "__main__":

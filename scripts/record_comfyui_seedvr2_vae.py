@@ -1,6 +1,6 @@
 """Record what today's ComfyUI's SeedVR2 VAE computes on the tiny demo VAE (nodes/models/seedvr2_demo.py:
 vae/seedvr2_ema_vae_fp16_tiny.safetensors), for tests/models/test_seedvr2_vae.py
-(tests/models/fixtures/comfyui_seedvr2_vae.json).
+(tests/models/fixtures/comfyui_seedvr2_vae.json.xz).
 
 No runnable ComfyUI has SeedVR2 (0.10.0 predates it), so, as issues 38 and 39 ask, ComfyUI's own module is run at
 development time: comfy/ldm/seedvr/vae.py of Comfy-Org/ComfyUI (1fa9472c, read 2026-12-05) saved outside this
@@ -15,7 +15,7 @@ wrapper's encode_tiled / decode_tiled (spatial tiles with cosine blending; tile 
 pass them). Nothing of ComfyUI is committed. Given that folder:
 
     OMP_NUM_THREADS=1 python scripts/record_comfyui_seedvr2_vae.py <folder> \\
-        tests/models/fixtures/comfyui_seedvr2_vae.json
+        tests/models/fixtures/comfyui_seedvr2_vae.json.xz
 
 Inputs are seeded torch.rand draws (the test draws them again and checks their sum); outputs are recorded whole or
 as a strided grid (MAX_RECORDED_VALUES).
@@ -27,7 +27,6 @@ uses them): the image SaveImage writes."""
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -38,7 +37,7 @@ from safetensors.torch import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from comfyui_recording import MAX_RECORDED_VALUES, b64, png_rgb, sha256  # noqa: E402
+from comfyui_recording import MAX_RECORDED_VALUES, b64, png_rgb, sha256, write_json  # noqa: E402
 
 from comfy_bridge.cli.demo_models import write_example_image  # noqa: E402
 from nodes.models.seedvr2_demo import VAE_FILE, WIDTHS, build_demo_seedvr2  # noqa: E402
@@ -96,7 +95,7 @@ def main() -> None:
             )  # fmt: skip
         record["workflow"] = upscale_graph(vae, ref)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(record))
+    write_json(out, record)
 
 
 WORKFLOW_TILE, WORKFLOW_OVERLAP = 64, 16

@@ -3,7 +3,7 @@
 Run inside ComfyUI 0.3.64's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here):
 
     cd <ComfyUI source> && PYTHONPATH=<shim>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
-        /work/main/scripts/record_comfyui_siglip_redux.py <models> /work/main/tests/nodes/fixtures/comfyui_siglip_redux.json
+        /work/main/scripts/record_comfyui_siglip_redux.py <models> /work/main/tests/nodes/fixtures/comfyui_siglip_redux.json.xz
 
 <models> is a models folder demo-models wrote (clip_vision/sigclip-vision-tiny.safetensors,
 style_models/flux1-redux-dev-tiny.safetensors, nodes/models/redux_demo.py). ComfyUI tells SigLIP files by their
@@ -28,7 +28,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from comfyui_recording import b64, comfyui_on_cpu, sha256  # noqa: E402
+from comfyui_recording import b64, comfyui_on_cpu, sha256, write_json  # noqa: E402
 from record_comfyui_clip_vision import digest  # noqa: E402
 from record_comfyui_style_model import conditioning  # noqa: E402
 
@@ -116,9 +116,8 @@ def main(models: str, out_path: str) -> None:
         "encodings": encodings,
         "redux": redux_cases,
     }
-    with open(out_path, "w") as f:
-        json.dump(record, f, sort_keys=True)
-        f.write("\n")
+    sorted_keys = json.loads(json.dumps(record, sort_keys=True))  # as this recorder has always written them
+    write_json(out_path, sorted_keys)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Run inside ComfyUI 0.3.64's own environment (it imports ComfyUI's modules; nothi
 
     cd <ComfyUI source> && PYTHONPATH=<shim>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
         /work/main/scripts/record_comfyui_union_controlnet.py <models> \\
-        /work/main/tests/nodes/fixtures/comfyui_union_controlnet.json
+        /work/main/tests/nodes/fixtures/comfyui_union_controlnet.json.xz
 
 ComfyUI loads diffusers-layout ControlNets only at the widths of the released UNets it lists
 (model_detection.unet_config_from_diffusers_unet); for the tiny file that lookup is answered with the tiny file's
@@ -22,14 +22,13 @@ SDXL UNet (diffusion_models/sdxl-union-base-tiny.safetensors, also from demo-mod
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from comfyui_recording import b64, comfyui_on_cpu, sha256  # noqa: E402
+from comfyui_recording import b64, comfyui_on_cpu, sha256, write_json  # noqa: E402
 
 UNION_FILE = "controlnet/controlnet-union-sdxl-promax-tiny.safetensors"
 BASE_FILE = "diffusion_models/sdxl-union-base-tiny.safetensors"
@@ -172,8 +171,7 @@ def main(models: str, out_path: str) -> None:
         },
         "residuals": residuals,
     }
-    with open(out_path, "w") as f:
-        json.dump(fixture, f)
+    write_json(out_path, fixture)
     print("wrote", out_path, {k: len(v["down"]) for k, v in residuals.items()})
 
 

@@ -1,12 +1,12 @@
 """Record what upstream ComfyUI 0.10.0 computes with wan-tiny (nodes/models/wan_demo.py), as the fixture our Wan
-support is tested on (tests/models/fixtures/comfyui_wan.json).
+support is tested on (tests/models/fixtures/comfyui_wan.json.xz).
 
 Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
 the tiny files were written (`comfy-cluster demo-models`, or nodes.models.wan_demo.build_demo_wan) and the
 workspace's example.png exists:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_wan.py /work/main/tests/models/fixtures/comfyui_wan.json \\
+        /work/main/scripts/record_comfyui_wan.py /work/main/tests/models/fixtures/comfyui_wan.json.xz \\
         <models dir> <input dir> /work/main/workflows_json/wan22_i2v.json /work/main/workflows_json/wan22_5b.json
 
 ComfyUI fixes widths of the released files that the tiny ones do not have: the Wan model's text width (4096,
@@ -45,7 +45,7 @@ import math
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, png_rgb, run_node, sha256
+from comfyui_recording import b64, comfyui_on_cpu, png_rgb, run_node, sha256, write_json
 
 OUT, MODELS, INPUT, WORKFLOW, WORKFLOW_5B = sys.argv[1:6]
 comfyui_on_cpu()
@@ -512,8 +512,7 @@ def main() -> None:
             **run_workflow(start_image_variant(prompt_5b)),
         },
     }
-    with open(OUT, "w") as f:
-        json.dump(fixture, f)
+    write_json(OUT, fixture)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Record what ComfyUI computes for Wan 2.1 FLF2V 14B (first-last-frame-to-video: image-to-video's layout with
 img_emb.emb_pos, ComfyUI's flf_pos_embed_token_number) on wan-tiny's wan2.1_flf2v_720p_14B_tiny, as the fixture
-tests/models/test_wan21_flf2v.py checks (tests/models/fixtures/comfyui_wan21_flf2v.json).
+tests/models/test_wan21_flf2v.py checks (tests/models/fixtures/comfyui_wan21_flf2v.json.xz).
 
 Run inside ComfyUI 0.3.64's environment (nothing of ComfyUI is copied here), after the tiny files were written, with
 record_comfyui_wan.py's loaders and tiny-width wrappers (and the Wan VAE's tiny base width, which 0.3.64 fixes):
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<torchvision shim>:/work/main/scripts:. OMP_NUM_THREADS=1 \\
         <venv>/bin/python /work/main/scripts/record_comfyui_wan21_flf2v.py \\
-        /work/main/tests/models/fixtures/comfyui_wan21_flf2v.json <models dir>
+        /work/main/tests/models/fixtures/comfyui_wan21_flf2v.json.xz <models dir>
 
 Recorded: WanFirstLastFrameToVideo (48 x 32, 9 frames) with seeded start and end images (its concat_latent_image
 and concat_mask), then the model's concat_cond and apply_model at sigma 0.6 on seeded noise and text states, with
@@ -15,7 +15,6 @@ CLIP vision states of both frames side by side (514 tokens, what the node joins)
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ sys.argv[1:] = [OUT, MODELS, "/nonexistent", "/nonexistent", "/nonexistent"]  # 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import record_comfyui_wan as base  # it imports ComfyUI with --cpu: before any other ComfyUI module
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES
+from comfyui_recording import MAX_RECORDED_VALUES, write_json
 
 MODEL = "diffusion_models/wan2.1_flf2v_720p_14B_tiny.safetensors"
 CLIP_TOKENS = {"both_frames": 514, "start_frame": 257}
@@ -100,9 +99,7 @@ def main() -> None:
         "concat": base.b64(concat, MAX_RECORDED_VALUES),
         "steps": steps,
     }
-    with open(OUT, "w") as f:
-        json.dump(out, f)
-        f.write("\n")
+    write_json(OUT, out)
 
 
 if __name__ == "__main__":

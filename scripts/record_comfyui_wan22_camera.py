@@ -1,13 +1,13 @@
 """Record what ComfyUI computes for Wan 2.2 14B Fun Camera (ComfyUI's WAN22_Camera: 36 input channels, the camera
 control adapter, no CLIP image states) on wan-tiny's wan2.2_fun_camera_14B_tiny, as the fixture
-tests/models/test_wan22_camera.py checks (tests/models/fixtures/comfyui_wan22_camera.json).
+tests/models/test_wan22_camera.py checks (tests/models/fixtures/comfyui_wan22_camera.json.xz).
 
 Run inside ComfyUI 0.3.64's environment (it has WAN22_Camera; nothing of ComfyUI is copied here), after the tiny
 files were written, with record_comfyui_wan.py's loaders and tiny-width wrappers:
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<torchvision shim>:/work/main/scripts:. OMP_NUM_THREADS=1 \\
         <venv>/bin/python /work/main/scripts/record_comfyui_wan22_camera.py \\
-        /work/main/tests/models/fixtures/comfyui_wan22_camera.json <models dir>
+        /work/main/tests/models/fixtures/comfyui_wan22_camera.json.xz <models dir>
 
 Recorded: WanCameraEmbedding ("Zoom Out", 48 x 32, 9 frames) into WanCameraImageToVideo with a seeded start image
 (its positive conditioning: concat_latent_image, concat_mask, camera_conditions), then one evaluation of the model
@@ -16,7 +16,6 @@ apply_model at sigma 0.6 with the camera conditions), on seeded noise and text s
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ sys.argv[1:] = [OUT, MODELS, "/nonexistent", "/nonexistent", "/nonexistent"]  # 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import record_comfyui_wan as base  # it imports ComfyUI with --cpu: before any other ComfyUI module
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES
+from comfyui_recording import MAX_RECORDED_VALUES, write_json
 
 MODEL = "diffusion_models/wan2.2_fun_camera_14B_tiny.safetensors"
 
@@ -103,9 +102,7 @@ def main() -> None:
             "denoised": base.b64(denoised, MAX_RECORDED_VALUES),
         },
     }
-    with open(OUT, "w") as f:
-        json.dump(out, f)
-        f.write("\n")
+    write_json(OUT, out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Record what ComfyUI's Wan Animate 2 network computes on the tiny Animate 2 file (nodes/models/wan_demo.py:
 diffusion_models/wan_animate_2_14B_tiny.safetensors), as the fixture tests/models/test_wan_animate2.py checks
-(tests/models/fixtures/comfyui_wan_animate2.json).
+(tests/models/fixtures/comfyui_wan_animate2.json.xz).
 
 Animate 2 is newer than every ComfyUI that runs here, so the reference is the newest ComfyUI's own module
 (Comfy-Org/ComfyUI comfy/ldm/wan/model_animate2.py, read at development time and kept outside the repository),
@@ -9,7 +9,7 @@ what the module builds on). Nothing of ComfyUI is copied here. Run inside ComfyU
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:<REF_DIR>:/work/main/scripts:. OMP_NUM_THREADS=1 \\
         <venv>/bin/python /work/main/scripts/record_comfyui_wan_animate2.py \\
-        /work/main/tests/models/fixtures/comfyui_wan_animate2.json <models dir> <input dir> \\
+        /work/main/tests/models/fixtures/comfyui_wan_animate2.json.xz <models dir> <input dir> \\
         /work/main/workflows_json/wan_animate2.json
 
 ComfyUI builds Wan 2.1's image embedding for 1280-wide CLIP-H states; the tiny file's is 32 wide, so that one
@@ -47,6 +47,7 @@ import comfy.model_detection
 import comfy.ops
 import comfy.utils
 import model_animate2_ref  # the newest ComfyUI's comfy/ldm/wan/model_animate2.py, outside the repository
+from comfyui_recording import write_json  # noqa: E402
 
 FILE = "diffusion_models/wan_animate_2_14B_tiny.safetensors"
 TEXT_TOKENS = 512  # umt5's padded length, which the Wan network's image/text split assumes
@@ -120,8 +121,7 @@ def main() -> None:
         "cases": records,
         "workflows": workflows,
     }
-    with open(OUT, "w") as f:
-        json.dump(result, f)
+    write_json(OUT, result)
 
 
 def record_workflows() -> dict:

@@ -1,11 +1,11 @@
 """Record what upstream ComfyUI 0.10.0 computes with wan-tiny's Fun models (nodes/models/wan_demo.py's
-_fun_models), as the fixture tests/models/test_wan_fun.py checks (tests/models/fixtures/comfyui_wan_fun.json).
+_fun_models), as the fixture tests/models/test_wan_fun.py checks (tests/models/fixtures/comfyui_wan_fun.json.xz).
 
 Run like scripts/record_comfyui_wan.py (inside ComfyUI's environment, after the tiny files were written), whose
 loaders and tiny-size wrappers it reuses:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_wan_fun.py /work/main/tests/models/fixtures/comfyui_wan_fun.json \\
+        /work/main/scripts/record_comfyui_wan_fun.py /work/main/tests/models/fixtures/comfyui_wan_fun.json.xz \\
         <models dir> <input dir> /work/main/workflows_json/wan22_fun_inpaint.json \\
         /work/main/workflows_json/wan21_fun_camera.json
 
@@ -31,6 +31,7 @@ sys.argv[1:] = [OUT, MODELS, INPUT, WORKFLOW, "/nonexistent"]  # record_comfyui_
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import record_comfyui_wan as base  # it imports ComfyUI with --cpu: before any other ComfyUI module
 import torch
+from comfyui_recording import write_json
 
 FUN_FILES = {
     "fun_control": "diffusion_models/wan2.1_fun_control_1.3B_tiny.safetensors",
@@ -202,8 +203,7 @@ def main() -> None:
     with open(CAMERA_WORKFLOW) as f:
         prompt = json.load(f)
     out["workflow_fun_camera"] = {"prompt": prompt, **base.run_workflow(prompt)}
-    with open(OUT, "w") as f:
-        json.dump(out, f)
+    write_json(OUT, out)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Record what upstream ComfyUI 0.10.0 computes for Wan 2.2 Fun Control's reference image with wan-tiny's Fun
 Control file (diffusion_models/wan2.2_fun_control_low_noise_14B_tiny, its ref_conv patch embedding), as
-tests/models/fixtures/comfyui_wan_fun_ref.json (tests/models/test_wan_fun.py).
+tests/models/fixtures/comfyui_wan_fun_ref.json.xz (tests/models/test_wan_fun.py).
 
 Run like scripts/record_comfyui_wan_fun.py (inside ComfyUI's environment, after the tiny files were written),
 reusing scripts/record_comfyui_wan.py's loaders and tiny-size wrappers:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_wan_fun_ref.py /work/main/tests/models/fixtures/comfyui_wan_fun_ref.json \\
+        /work/main/scripts/record_comfyui_wan_fun_ref.py /work/main/tests/models/fixtures/comfyui_wan_fun_ref.json.xz \\
         <models dir>
 
 Recorded: Wan22FunControlToVideo with a control video and a reference image (its conditioning, the reference
@@ -16,7 +16,6 @@ extra_conds (the reference latent's first frame in model space) and apply_model.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ sys.argv[1:] = [OUT, MODELS, "/nonexistent", "/nonexistent", "/nonexistent"]  # 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import record_comfyui_wan as base  # it imports ComfyUI with --cpu: before any other ComfyUI module
 import torch
+from comfyui_recording import write_json
 
 MODEL = "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors"
 
@@ -92,8 +92,7 @@ def main() -> None:
             "denoised": base.b64(denoised),
         },
     }
-    with open(OUT, "w") as f:
-        json.dump(out, f)
+    write_json(OUT, out)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Record what upstream ComfyUI 0.10.0 computes with wan-tiny's VACE model (nodes/models/wan_demo.py's
 _vace_model), as tests/models/test_wan_vace.py and tests/e2e/test_wan_vace_workflow.py check it
-(tests/models/fixtures/comfyui_wan_vace.json).
+(tests/models/fixtures/comfyui_wan_vace.json.xz).
 
 Run like scripts/record_comfyui_wan.py (inside ComfyUI's environment, after the tiny files and the workspace's
 example.png and example.mp4 were written), whose loaders and tiny-size wrappers it reuses:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_wan_vace.py /work/main/tests/models/fixtures/comfyui_wan_vace.json \\
+        /work/main/scripts/record_comfyui_wan_vace.py /work/main/tests/models/fixtures/comfyui_wan_vace.json.xz \\
         <models dir> <input dir> /work/main/workflows_json/wan21_vace_v2v.json
 
 Recorded: WanVaceToVideo's outputs with every optional input (seeded control video, control masks and
@@ -30,6 +30,7 @@ sys.argv[1:] = [OUT, MODELS, INPUT, WORKFLOW, "/nonexistent"]  # record_comfyui_
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import record_comfyui_wan as base  # it imports ComfyUI with --cpu: before any other ComfyUI module
 import torch
+from comfyui_recording import write_json
 
 VACE_FILES = {
     "vace": "diffusion_models/wan2.1_vace_1.3B_tiny.safetensors",
@@ -174,8 +175,7 @@ def main() -> None:
     with open(WORKFLOW) as f:
         prompt = json.load(f)
     out["workflow"] = {"prompt": prompt, **base.run_workflow(prompt)}
-    with open(OUT, "w") as f:
-        json.dump(out, f)
+    write_json(OUT, out)
 
 
 if __name__ == "__main__":

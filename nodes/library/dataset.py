@@ -7,7 +7,7 @@ resolution bucketing of latents with their conditioning.
 A per-item node runs once per list item (list expansion); a batch of several images is transformed frame by
 frame, as the newest ComfyUI does. A whole-list node (INPUT_IS_LIST) first splits batches into single images.
 Resizes use Pillow's Lanczos filter on 8-bit pixels and seeds drive NumPy's legacy generator, so results equal
-ComfyUI's (tests/nodes/fixtures/comfyui_dataset_nodes.json, recorded from ComfyUI 0.10.0).
+ComfyUI's (tests/nodes/fixtures/comfyui_dataset_nodes.json.xz, recorded from ComfyUI 0.10.0).
 """
 
 from __future__ import annotations

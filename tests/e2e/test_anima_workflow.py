@@ -13,10 +13,11 @@ from pathlib import Path
 
 from scripts.anima_workflow import TEMPLATE, tiny_template
 from tests.e2e.served import assert_within_1_of_255_of_record, render_in_both_modes
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "anima_base_v1"
-RECORDED = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_anima.json").read_text())["workflow"]
+RECORDED = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_anima.json.xz")["workflow"]
 
 
 def test_shipped_workflows_are_the_templates_graph_and_the_recorded_one() -> None:

@@ -25,9 +25,10 @@ from PIL import Image
 from scripts.hidream_workflow import TEMPLATES, tiny_template
 from tests.e2e.test_context_windows_served import _images
 from tests.e2e.test_qwen_image_workflow import comfyui_images
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
-RECORDED = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_hidream.json").read_text())["workflows"]
+RECORDED = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_hidream.json.xz")["workflows"]
 
 
 def shipped(name: str) -> dict:

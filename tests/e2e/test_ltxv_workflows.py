@@ -3,7 +3,7 @@ written by scripts/ltxv_workflow.py: the templates' graphs with ltxv-tiny's chec
 type ltxv, example.png, a fixed seed, 96 x 64 pixels, 9 frames, 3 steps) from a fresh, empty workspace: the frames
 (a SaveImage of VAEDecode beside the templates' CreateVideo and SaveVideo) are the same with the default executors
 and with `--executors 0`, and within 1/255 of ComfyUI 0.3.64's on the same files and graph
-(tests/models/fixtures/comfyui_ltxv_workflows.json, recorded by scripts/record_comfyui_ltxv_workflows.py)."""
+(tests/models/fixtures/comfyui_ltxv_workflows.json.xz, recorded by scripts/record_comfyui_ltxv_workflows.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from PIL import Image
 from scripts.ltxv_workflow import TEMPLATES
 from scripts.workflow_files import tiny_template_ui
 from tests.e2e.served import REPO, assert_within_1_of_255_of_record, serving
+from tests.recorded_tensors import load_json
 
-FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_ltxv_workflows.json").read_text())
+FIXTURE = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_ltxv_workflows.json.xz")
 FRAMES_NODE = "900"
 
 

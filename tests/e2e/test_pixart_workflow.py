@@ -12,10 +12,11 @@ from pathlib import Path
 
 from scripts.pixart_workflow import api
 from tests.e2e.served import assert_within_1_of_255_of_record, render_in_both_modes
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "pixart_sigma_text_to_image"
-RECORDED = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_pixart.json").read_text())["image_workflow"]
+RECORDED = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_pixart.json.xz")["image_workflow"]
 
 
 def test_shipped_workflow_is_the_recorded_one() -> None:

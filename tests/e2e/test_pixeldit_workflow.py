@@ -16,11 +16,12 @@ import numpy as np
 
 from scripts.pixeldit_workflow import TEMPLATE, tiny_template
 from tests.e2e.served import assert_within_1_of_255_of_record, render_with_serve
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "pixeldit_t2i"
-FIXTURE = REPO / "tests" / "models" / "fixtures" / "comfyui_pixeldit.json"
-RECORDED = json.loads(FIXTURE.read_text())["workflow"]
+FIXTURE = REPO / "tests" / "models" / "fixtures" / "comfyui_pixeldit.json.xz"
+RECORDED = load_json(FIXTURE)["workflow"]
 
 
 def test_shipped_workflows_are_the_templates_graph_and_the_recorded_one() -> None:

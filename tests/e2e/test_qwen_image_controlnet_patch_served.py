@@ -1,7 +1,7 @@
 """The web UI's Qwen-Image DiffSynth ControlNet template (workflows_json/qwen_image_controlnet_patch.json: its own graph
 on the tiny files, scripts/qwen_image_controlnet_patch_workflow.py) through `comfy-cluster serve`, with one executor
 process (the default) and in-process (`--executors 0`): the same image in both modes, within 1/255 of ComfyUI 0.3.64's
-image of the same workflow on the same files (tests/nodes/fixtures/comfyui_qwen_diffsynth.json, recorded by
+image of the same workflow on the same files (tests/nodes/fixtures/comfyui_qwen_diffsynth.json.xz, recorded by
 scripts/record_comfyui_qwen_diffsynth.py), and not the image of the same graph without the ControlNet (the patch acts
 inside the executors' denoise steps). The node-level numbers are tested in tests/nodes/test_model_patch.py."""
 
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from tests.e2e.test_context_windows_served import _images
-from tests.recorded_tensors import pixels
+from tests.recorded_tensors import load_json, pixels
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPT = json.loads((REPO / "workflows_json" / "qwen_image_controlnet_patch.json").read_text())
-RECORDED = json.loads((REPO / "tests" / "nodes" / "fixtures" / "comfyui_qwen_diffsynth.json").read_text())["workflow"]
+RECORDED = load_json(REPO / "tests" / "nodes" / "fixtures" / "comfyui_qwen_diffsynth.json.xz")["workflow"]
 
 
 def test_recorded_workflow_is_the_shipped_one() -> None:

@@ -16,18 +16,19 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.served import assert_within_1_of_255_of_record, render_in_both_modes
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "models" / "fixtures"
 # workflow name: the fixture that recorded ComfyUI's run of it
 RECORDINGS = {
-    "qwen_image_edit_2509": "comfyui_qwen_image_edit.json",
+    "qwen_image_edit_2509": "comfyui_qwen_image_edit.json.xz",
     "qwen_image_edit_2511": "comfyui_qwen_image_edit_2511.json",
 }
 
 
 def recorded(name: str) -> dict:
-    return json.loads((FIXTURES / RECORDINGS[name]).read_text())["workflow"]
+    return load_json(FIXTURES / RECORDINGS[name])["workflow"]
 
 
 def workflow(name: str) -> dict:

@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from tests.e2e.served import assert_within_1_of_255, comfyui_images, render_in_both_modes
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_qwen_image.json").read_text())
+FIXTURE = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_qwen_image.json.xz")
 RECORDED = FIXTURE["workflow"]
 # Variants whose sampler draws noise at every step, recorded on ComfyUI 0.10.0 (its CPU noise sampler takes
 # seed + 1, 0.3.64's the seed): these replace 0.3.64's recordings of the same variants.

@@ -7,14 +7,14 @@ same files (recorded by scripts/record_comfyui_seedvr2_vae.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from nodes.models.seedvr2_demo import VAE_FILE
 from tests.e2e.served import assert_within_1_of_255_of_record, render_in_both_modes
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
-RECORDED = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_seedvr2_vae.json").read_text())["workflow"]
+RECORDED = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_seedvr2_vae.json.xz")["workflow"]
 
 
 def prompt(tile: int, overlap: int) -> dict:

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.served import assert_within_1_of_255_of_record, render_in_both_modes
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
-RECORDED = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_seedvr2_dit.json").read_text())["workflows"]
+RECORDED = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_seedvr2_dit.json.xz")["workflows"]
 NAMES = sorted(RECORDED)
 
 

@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from tests.e2e.served_video import comfyui_frames, render_videos_in_both_modes, with_png_frames
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows_json" / "wan_animate2.json"
-RECORDED = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_wan_animate2.json").read_text())["workflows"]
+RECORDED = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_wan_animate2.json.xz")["workflows"]
 
 
 def test_recorded_workflow_is_the_shipped_one() -> None:

@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from tests.e2e.served_video import comfyui_frames, render_videos_in_both_modes, with_png_frames
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows_json" / "wan22_fun_inpaint.json"
-FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_wan_fun.json").read_text())
+FIXTURE = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_wan_fun.json.xz")
 RECORDED = {"fun_inpaint": FIXTURE["workflow_fun_inpaint"], "fun_camera": FIXTURE["workflow_fun_camera"]}
 SHIPPED = {"fun_inpaint": WORKFLOW, "fun_camera": REPO / "workflows_json" / "wan21_fun_camera.json"}
 

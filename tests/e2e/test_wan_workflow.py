@@ -24,10 +24,11 @@ from tests.e2e.served_video import (
     render_videos_in_both_modes,
     with_png_frames,
 )
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows_json" / "wan22_i2v.json"
-FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_wan.json").read_text())
+FIXTURE = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_wan.json.xz")
 RECORDED = {
     "off": FIXTURE["workflow"],
     "lora": FIXTURE["workflow_lora"],

@@ -1,18 +1,17 @@
 """Anima (nodes/models/anima.py, anima_text.py): detection from the published layout, its Qwen3 0.6B text encoder and
 its DiT with the LLM adapter, equal to upstream ComfyUI 0.10.0 on the tiny demo files within 1e-5
-(tests/models/fixtures/comfyui_anima.json, recorded by scripts/record_comfyui_anima.py)."""
+(tests/models/fixtures/comfyui_anima.json.xz, recorded by scripts/record_comfyui_anima.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_anima.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_anima.json.xz")
 DIT = "diffusion_models/anima_tiny.safetensors"
 TEXT_ENCODER = "text_encoders/qwen_3_06b_base_tiny.safetensors"
 

@@ -1,19 +1,18 @@
 """HiDream (nodes/models/hidream.py, hidream_text.py): detection from the published layout, the MoE transformer
 (I1, and E1's image joined along the width) and the four text encoders, equal to ComfyUI 0.3.64 on the tiny
-demo files within 1e-5 (tests/models/fixtures/comfyui_hidream.json, recorded by
+demo files within 1e-5 (tests/models/fixtures/comfyui_hidream.json.xz, recorded by
 scripts/record_comfyui_hidream.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_hidream.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_hidream.json.xz")
 DIT = "diffusion_models/hidream_i1_tiny.safetensors"
 TEXT_FILES = (
     "text_encoders/hidream_tiny_clip_l.safetensors",

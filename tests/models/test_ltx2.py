@@ -1,7 +1,7 @@
 """LTX-2's audio-video transformer, video VAE and text encoder checked against upstream ComfyUI 0.10.0 on ltx2-tiny's
 files.
 
-tests/models/fixtures/comfyui_ltx2.json was recorded by scripts/record_comfyui_ltx2.py: ComfyUI loaded the file
+tests/models/fixtures/comfyui_ltx2.json.xz was recorded by scripts/record_comfyui_ltx2.py: ComfyUI loaded the file
 nodes.models.ltx2_demo writes (UNETLoader's comfy.sd.load_diffusion_model: detection from the keys and the
 metadata's transformer config) and evaluated one denoising step through its BaseModel (model_base.LTXAV: the
 video and audio latents packed together, ModelSamplingFlux at shift 2.37, per-token timesteps from a noise mask),
@@ -28,9 +28,9 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.ltx2 import pack, unpack
 from nodes.models.ltx2_demo import FILES, TRANSFORMER_CONFIG, VAE_CONFIG, build_demo_ltx2, metadata
 from nodes.sampling.model_sampling import model_sampling_from_config
-from tests.recorded_tensors import at_recorded, tensor
+from tests.recorded_tensors import at_recorded, load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx2.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_ltx2.json.xz")
 ATOL = 1e-5
 # The text conditioning passes two connectors over 1024 register-padded tokens: the attention's and the split
 # RoPE's float32 roundings (ComfyUI's own kernels, not diffusers') leave up to 1.5e-5 on values of size 1.
@@ -56,7 +56,7 @@ def gemma(checkpoint) -> Path:
 
 def test_demo_files_are_the_recorded_ones(checkpoint, gemma) -> None:
     assert hashlib.sha256(checkpoint.read_bytes()).hexdigest() == FIXTURE["sha256"], (
-        f"{FILES['checkpoint']} changed: re-record tests/models/fixtures/comfyui_ltx2.json"
+        f"{FILES['checkpoint']} changed: re-record tests/models/fixtures/comfyui_ltx2.json.xz"
     )
     assert hashlib.sha256(gemma.read_bytes()).hexdigest() == FIXTURE["text_encoder_sha256"]
 

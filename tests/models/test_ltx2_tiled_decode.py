@@ -1,6 +1,6 @@
 """VAE Decode (Tiled) on LTX-2's video VAE decodes as upstream ComfyUI 0.10.0's VAEDecodeTiled does: tiles in time,
 height and width (the node's pixels and frames in latent units), blended with linear feathers, a latent that fits
-one tile decoded whole (tests/models/fixtures/comfyui_ltx2_tiled_decode.json, recorded by
+one tile decoded whole (tests/models/fixtures/comfyui_ltx2_tiled_decode.json.xz, recorded by
 scripts/record_comfyui_ltx2_tiled_decode.py with ComfyUI's own node on ltx2-tiny). Before, the frames were tiled as
 separate images and the LTX-2 VAE refused the 4-D pieces."""
 
@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
 from nodes.model_nodes import VAEDecodeTiled
-from tests.recorded_tensors import at_recorded, tensor
+from tests.recorded_tensors import at_recorded, load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx2_tiled_decode.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_ltx2_tiled_decode.json.xz")
 ATOL = 1e-5  # measured: 0 (bit-identical on one thread)
 
 

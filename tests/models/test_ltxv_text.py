@@ -1,12 +1,11 @@
 """LTX-Video 0.9's text encoder (CLIPLoader type ltxv on a T5-XXL file) checked against ComfyUI 0.3.64 on the tiny
 T5 (flux-tiny-t5): the tokens (padded to 128), the conditioning and the attention mask beside it equal ComfyUI's for
-the LTX-Video templates' prompts and a weighted one (tests/models/fixtures/comfyui_ltxv_workflows.json, recorded by
+the LTX-Video templates' prompts and a weighted one (tests/models/fixtures/comfyui_ltxv_workflows.json.xz, recorded by
 scripts/record_comfyui_ltxv_workflows.py); CLIPTextEncode carries the mask into the conditioning."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,9 @@ from nodes.loaders import make_ref
 from nodes.models import loader
 from nodes.models.flux_demo import build_demo_flux
 from tests.node_calls import active_workspace
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltxv_workflows.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_ltxv_workflows.json.xz")
 T5 = "text_encoders/flux-tiny-t5.safetensors"
 
 

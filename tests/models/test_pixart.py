@@ -2,14 +2,13 @@
 equal to ComfyUI 0.3.64's PixArtMS within 1e-5 (α with and without its size conditions, Σ, α from a diffusers-layout
 file, Σ with LoRAs in diffusers' and kohya's names), and a text-to-image
 workflow through UNETLoader, CLIPLoader type pixart, CLIPTextEncodePixArtAlpha and KSampler giving ComfyUI's
-sampled latent to 16 ulps of its largest value (tests/models/fixtures/comfyui_pixart.json, recorded by scripts/record_comfyui_pixart.py on the tiny
+sampled latent to 16 ulps of its largest value (tests/models/fixtures/comfyui_pixart.json.xz, recorded by scripts/record_comfyui_pixart.py on the tiny
 demo files)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,9 @@ import torch
 
 from tests.float_tolerance import ulps_of_largest
 from tests.node_calls import call_node
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_pixart.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_pixart.json.xz")
 LATENT_ULPS = 16  # as tests/nodes/comfyui_fixtures.py bounds recorded latents
 MODELS = {
     "alpha": "diffusion_models/PixArt-XL-2-1024-MS_tiny.safetensors",

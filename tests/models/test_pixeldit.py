@@ -1,21 +1,21 @@
 """PixelDiT (nodes/models/pixeldit.py, nodes/models/pixeldit_text.py): detection from the published layout
 (`core.` names, each PiT block's adaLN fused), the pixel-space transformer and the Gemma 2 text encoder with
 PixelDiT's preamble, padding and position selection, equal on the tiny demo files within 1e-5 to the newest
-ComfyUI's PixelDiT code run at development time (tests/models/fixtures/comfyui_pixeldit.json, recorded by
+ComfyUI's PixelDiT code run at development time (tests/models/fixtures/comfyui_pixeldit.json.xz, recorded by
 scripts/record_comfyui_pixeldit.py)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.models.test_chroma import ref, tensor
+from tests.recorded_tensors import load_json
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_pixeldit.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_pixeldit.json.xz")
 DIT = "diffusion_models/pixeldit_tiny.safetensors"
 TEXT_ENCODER = "text_encoders/gemma_2_2b_it_elm_tiny.safetensors"
 # the recording script's cases: (seed, pixel shape, context rows, timesteps in model units)

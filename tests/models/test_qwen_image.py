@@ -1,6 +1,6 @@
 """Qwen-Image support checked against ComfyUI 0.3.64 on qwen-image-tiny's files.
 
-tests/models/fixtures/comfyui_qwen_image.json was recorded by scripts/record_comfyui_qwen_image.py (ComfyUI commit
+tests/models/fixtures/comfyui_qwen_image.json.xz was recorded by scripts/record_comfyui_qwen_image.py (ComfyUI commit
 a125cd84) from the files nodes.models.qwen_image_demo writes, loaded by ComfyUI's UNETLoader, CLIPLoader
 (type qwen_image) and VAELoader: its tokenizer's ids, its text encoder's conditioning, its transformer's raw
 output, its whole model's denoised prediction and model sampling, its VAE's decode and encode. The files are
@@ -9,7 +9,6 @@ built here again (same seed, same bytes: the fixture's sha256 says so) and teste
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -29,9 +28,9 @@ from nodes.models.qwen_image_demo import (
 )
 from nodes.models.qwen_image_vae import diffusers_names, wan_vae_keys
 from nodes.sampling.model_sampling import model_sampling_from_config
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_image.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_qwen_image.json.xz")
 ATOL, RTOL = 2e-5, 1e-4
 
 
@@ -67,7 +66,7 @@ def test_demo_files_are_the_recorded_ones(models) -> None:
     for part, rec in FIXTURE["files"].items():
         assert rec["path"] == FILES[part]
         assert hashlib.sha256(path_of(models, part).read_bytes()).hexdigest() == rec["sha256"], (
-            f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_qwen_image.json"
+            f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_qwen_image.json.xz"
         )
 
 

@@ -1,7 +1,7 @@
 """Qwen-Image-Edit's prompt encoders (TextEncodeQwenImageEdit, TextEncodeQwenImageEditPlus) and the Qwen2.5-VL
 vision tower they read images with, checked against ComfyUI 0.3.64 on the tiny demo files.
 
-tests/models/fixtures/comfyui_qwen_image_edit.json was recorded by scripts/record_comfyui_qwen_image_edit.py
+tests/models/fixtures/comfyui_qwen_image_edit.json.xz was recorded by scripts/record_comfyui_qwen_image_edit.py
 (ComfyUI commit a125cd84) from the files demo-models writes (qwen-image-tiny's transformer and VAE,
 qwen-image-edit-tiny's text encoder with its `visual.*` tower and LoRA): the tower's tokens, the token ids of
 edit prompts, and the conditioning both nodes return (states and reference latents) for several image sets."""
@@ -23,9 +23,9 @@ from nodes.models.qwen_image_demo import FILES as QWEN_IMAGE_FILES
 from nodes.models.qwen_image_demo import build_demo_qwen_image
 from nodes.models.qwen_image_edit_demo import FILES, build_demo_qwen_image_edit
 from nodes.models.qwen_vl import IMAGE_PAD_ID, image_embeddings
-from tests.recorded_tensors import at_recorded, tensor
+from tests.recorded_tensors import at_recorded, load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_image_edit.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_qwen_image_edit.json.xz")
 ATOL, RTOL = 2e-5, 1e-4
 ALL_FILES = {**QWEN_IMAGE_FILES, **FILES}
 
@@ -54,7 +54,7 @@ def test_files_are_the_recorded_ones(models) -> None:
     for part, rec in FIXTURE["files"].items():
         assert rec["path"] == ALL_FILES[part]
         assert hashlib.sha256((models / rec["path"]).read_bytes()).hexdigest() == rec["sha256"], (
-            f"{rec['path']} changed: re-record tests/models/fixtures/comfyui_qwen_image_edit.json"
+            f"{rec['path']} changed: re-record tests/models/fixtures/comfyui_qwen_image_edit.json.xz"
         )
     info = probe(models / FILES["text_encoder"])
     assert (info.arch, info.kind) == ("qwen25", "text_encoder")

@@ -1,12 +1,11 @@
 """SD3 (MMDiT) support checked against ComfyUI 0.3.64 on the tiny demo SD3's weights.
 
-tests/nodes/fixtures/comfyui_sd3.json was recorded by scripts/record_comfyui_sd3.py (ComfyUI commit a125cd84)
+tests/nodes/fixtures/comfyui_sd3.json.xz was recorded by scripts/record_comfyui_sd3.py (ComfyUI commit a125cd84)
 from the files nodes.models.sd3_demo writes: its MMDiT class on the checkpoint's weights, its SD3ClipModel
 combining its CLIP-L/CLIP-G/T5 encoders loaded with the tiny weights, and its SD3 model sampling."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,9 @@ from nodes.models.controlnet import resize_hint
 from nodes.models.sd3_demo import build_demo_sd3, tiny_sd3_state_dicts
 from nodes.models.sd3_keys import diffusers_to_mmdit, mmdit_to_diffusers
 from nodes.sampling.model_sampling import model_sampling_from_config
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parents[1] / "nodes" / "fixtures" / "comfyui_sd3.json").read_text())
+FIXTURE = load_json(Path(__file__).parents[1] / "nodes" / "fixtures" / "comfyui_sd3.json.xz")
 
 
 @pytest.fixture(scope="module")

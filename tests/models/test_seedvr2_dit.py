@@ -1,12 +1,11 @@
 """SeedVR2's transformer (nodes/models/seedvr2_dit.py), built from the tiny demo files in the published layouts
 (3B, 7B shared-weights SwiGLU, 7B separate-weights GELU), computes what today's ComfyUI's own NaDiT computes on the
-same weights and inputs, within 1e-5 (tests/models/fixtures/comfyui_seedvr2_dit.json, recorded by
+same weights and inputs, within 1e-5 (tests/models/fixtures/comfyui_seedvr2_dit.json.xz, recorded by
 scripts/record_comfyui_seedvr2_dit.py from comfy/ldm/seedvr/model.py): one window, and latents large enough for
 3 x 2 x 2 windows and the same grid shifted by half a window, at several timesteps."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,9 @@ from safetensors.torch import load_file
 
 from nodes.models.seedvr2_demo import TRANSFORMER_FILES, build_demo_seedvr2_transformers, tiny_dit_state_dict
 from nodes.models.seedvr2_dit import load_seedvr2_dit, spec_from_state_dict, window_slices
-from tests.recorded_tensors import at_recorded, tensor
+from tests.recorded_tensors import at_recorded, load_json, tensor
 
-RECORDED = json.loads((Path(__file__).parent / "fixtures" / "comfyui_seedvr2_dit.json").read_text())
+RECORDED = load_json(Path(__file__).parent / "fixtures" / "comfyui_seedvr2_dit.json.xz")
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,11 @@
 """SeedVR2's causal video VAE (nodes/models/seedvr2_vae.py), loaded from the tiny demo file in the published layout
 through VAELoader's path (detection, loader), encodes and decodes as today's ComfyUI's own module does on the same
-file, within 1e-5 (tests/models/fixtures/comfyui_seedvr2_vae.json, recorded by scripts/record_comfyui_seedvr2_vae.py
+file, within 1e-5 (tests/models/fixtures/comfyui_seedvr2_vae.json.xz, recorded by scripts/record_comfyui_seedvr2_vae.py
 from comfy/ldm/seedvr/vae.py with comfy/sd.py's conventions): an image, a 9-frame video (ComfyUI's temporal slices
 with their carried caches), VAEEncodeTiled / VAEDecodeTiled's spatial tiles blended with cosine ramps."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,9 @@ from cluster.refs import ModelRef, file_digest
 from nodes.models.detect import probe
 from nodes.models.loader import load_vae
 from nodes.models.seedvr2_demo import VAE_FILE, build_demo_seedvr2
-from tests.recorded_tensors import at_recorded, tensor
+from tests.recorded_tensors import at_recorded, load_json, tensor
 
-RECORDED = json.loads((Path(__file__).parent / "fixtures" / "comfyui_seedvr2_vae.json").read_text())
+RECORDED = load_json(Path(__file__).parent / "fixtures" / "comfyui_seedvr2_vae.json.xz")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Wan 2.1 / 2.2 support checked against ComfyUI on wan-tiny's files.
 
-tests/models/fixtures/comfyui_wan.json was recorded by scripts/record_comfyui_wan.py (upstream ComfyUI 0.10.0)
+tests/models/fixtures/comfyui_wan.json.xz was recorded by scripts/record_comfyui_wan.py (upstream ComfyUI 0.10.0)
 from the files nodes.models.wan_demo writes, loaded by ComfyUI's UNETLoader, CLIPLoader (type wan) and
 VAELoader: the umt5 tokenizer's ids and conditioning, each diffusion model's raw output, one denoising
 evaluation of the image-to-video model through ComfyUI's model (concat included), the VAE's video encode and
@@ -26,11 +26,11 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.wan_demo import FILES as WAN_FILES
 from nodes.models.wan_demo import build_demo_wan, tiny_wan_state_dicts
 from nodes.sampling.model_sampling import model_sampling_from_config
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
 # wan-tiny's files and the demo CLIP vision model that Wan 2.1 image-to-video reads
 FILES = {**WAN_FILES, "clip_vision": "clip_vision/clip-vision-tiny.safetensors"}
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_wan.json.xz")
 ATOL, RTOL = 2e-5, 1e-4
 
 
@@ -70,7 +70,7 @@ def test_demo_files_are_the_recorded_ones(models) -> None:
     for part, rec in FIXTURE["files"].items():
         assert rec["path"] == FILES[part]
         assert hashlib.sha256(path_of(models, part).read_bytes()).hexdigest() == rec["sha256"], (
-            f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_wan.json"
+            f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_wan.json.xz"
         )
 
 

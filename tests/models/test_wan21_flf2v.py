@@ -1,14 +1,13 @@
 """Wan 2.1 FLF2V 14B (first-last-frame-to-video; issue 39) checked against ComfyUI 0.3.64 on wan-tiny's
 wan2.1_flf2v_720p_14B_tiny: WanFirstLastFrameToVideo's conditioning, the model's concat and one evaluation with the
 CLIP vision states of both frames (514 tokens) and of the start frame alone (257) equal ComfyUI's
-(tests/models/fixtures/comfyui_wan21_flf2v.json, recorded by scripts/record_comfyui_wan21_flf2v.py): emb_pos is added
+(tests/models/fixtures/comfyui_wan21_flf2v.json.xz, recorded by scripts/record_comfyui_wan21_flf2v.py): emb_pos is added
 as ComfyUI's MLPProj adds it. templates_render maps the template's file to it."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -20,9 +19,9 @@ from nodes.models import loader
 from nodes.models.wan_demo import FILES, build_demo_wan, tiny_wan_state_dicts
 from nodes.sampling.model_sampling import model_sampling_from_config
 from tests.node_calls import active_workspace
-from tests.recorded_tensors import at_recorded, tensor
+from tests.recorded_tensors import at_recorded, load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan21_flf2v.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_wan21_flf2v.json.xz")
 ATOL, RTOL = 2e-5, 1e-4
 
 

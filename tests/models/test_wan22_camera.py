@@ -1,14 +1,13 @@
 """Wan 2.2 14B Fun Camera (issue 39) checked against ComfyUI 0.3.64 on wan-tiny's wan2.2_fun_camera_14B_tiny: the
 file is ComfyUI's WAN22_Camera (36 input channels, the camera control adapter, no CLIP image states);
 WanCameraImageToVideo's conditioning, then the model's concat (the 4 mask channels before the start latent) and one
-evaluation with its camera conditions equal ComfyUI's (tests/models/fixtures/comfyui_wan22_camera.json, recorded
+evaluation with its camera conditions equal ComfyUI's (tests/models/fixtures/comfyui_wan22_camera.json.xz, recorded
 by scripts/record_comfyui_wan22_camera.py). templates_render maps the template's two experts to the file."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,9 @@ from nodes.models.detect import probe
 from nodes.models.wan_demo import FILES, build_demo_wan, tiny_wan_state_dicts
 from nodes.sampling.model_sampling import model_sampling_from_config
 from tests.node_calls import active_workspace
-from tests.recorded_tensors import at_recorded, tensor
+from tests.recorded_tensors import at_recorded, load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan22_camera.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_wan22_camera.json.xz")
 ATOL, RTOL = 2e-5, 1e-4
 
 

@@ -1,6 +1,6 @@
 """Wan Animate 2 checked against ComfyUI's own network code on the tiny Animate 2 file.
 
-tests/models/fixtures/comfyui_wan_animate2.json was recorded by scripts/record_comfyui_wan_animate2.py: the
+tests/models/fixtures/comfyui_wan_animate2.json.xz was recorded by scripts/record_comfyui_wan_animate2.py: the
 newest ComfyUI's comfy/ldm/wan/model_animate2.py (run at development time on ComfyUI 0.10.0's comfy package,
 never committed) on the file nodes.models.wan_demo writes, with the pose branch (default strengths; its own
 prompt, CLIP states and strengths; no CLIP vision) and without it."""
@@ -21,9 +21,9 @@ from nodes.models.detect import probe
 from nodes.models.errors import ModelLoadError
 from nodes.models.wan_animate2 import WanAnimate2DiffusionModel, is_animate2, reading_pose_cache, stored_pose_input
 from nodes.models.wan_demo import FILES, METADATA, animate2_model
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_animate2.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_wan_animate2.json.xz")
 ATOL, RTOL = 1e-5, 1e-4
 
 

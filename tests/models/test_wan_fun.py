@@ -1,6 +1,6 @@
 """Wan's Fun models (Fun Control 2.1 / 2.2, Fun InP) checked against ComfyUI on wan-tiny's Fun files.
 
-tests/models/fixtures/comfyui_wan_fun.json was recorded by scripts/record_comfyui_wan_fun.py (upstream ComfyUI
+tests/models/fixtures/comfyui_wan_fun.json.xz was recorded by scripts/record_comfyui_wan_fun.py (upstream ComfyUI
 0.10.0): the Fun nodes' conditioning and, per Fun model, one denoising evaluation through ComfyUI's model (its
 concat_cond and apply_model) on that conditioning."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,9 @@ from nodes.models.detect import probe
 from nodes.models.wan_demo import FILES, build_demo_wan, tiny_wan_state_dicts
 from nodes.sampling.model_sampling import model_sampling_from_config
 from tests.node_calls import active_workspace
-from tests.recorded_tensors import at_recorded, tensor
+from tests.recorded_tensors import at_recorded, load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_fun.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_wan_fun.json.xz")
 ATOL, RTOL = 2e-5, 1e-4
 
 
@@ -42,7 +41,7 @@ def test_fun_files_are_the_recorded_ones_and_detected(workspace) -> None:
     for part, rec in FIXTURE["files"].items():
         assert rec["path"] == FILES[part]
         assert hashlib.sha256(_path(workspace, part).read_bytes()).hexdigest() == rec["sha256"], (
-            f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_wan_fun.json"
+            f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_wan_fun.json.xz"
         )
     sds = tiny_wan_state_dicts()
     # ComfyUI's model_detection: in_dim from patch_embedding.weight, in_dim_ref_conv from ref_conv.weight
@@ -111,7 +110,7 @@ def test_one_fun_step_equals_comfyuis(workspace, case: str, part: str) -> None:
     )
 
 
-REF = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_fun_ref.json").read_text())
+REF = load_json(Path(__file__).parent / "fixtures" / "comfyui_wan_fun_ref.json.xz")
 
 
 def test_wan22_fun_control_reference_image_equals_comfyuis(workspace) -> None:

@@ -1,6 +1,6 @@
 """Wan 2.1 VACE checked against ComfyUI on wan-tiny's VACE file.
 
-tests/models/fixtures/comfyui_wan_vace.json was recorded by scripts/record_comfyui_wan_vace.py (upstream ComfyUI
+tests/models/fixtures/comfyui_wan_vace.json.xz was recorded by scripts/record_comfyui_wan_vace.py (upstream ComfyUI
 0.10.0): WanVaceToVideo's conditioning with and without its optional inputs and, for each, one denoising
 evaluation through ComfyUI's VACE model (WAN21_Vace.extra_conds' vace_context, apply_model), and one without
 any VACE conditioning (the model's default context)."""
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,9 @@ from nodes.models.wan_demo import FILES, build_demo_wan, tiny_wan_state_dicts
 from nodes.sampling.model_sampling import model_sampling_from_config
 from tests.models.test_wan import tensor
 from tests.node_calls import active_workspace
+from tests.recorded_tensors import load_json
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_vace.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_wan_vace.json.xz")
 ATOL, RTOL = 2e-5, 1e-4
 
 
@@ -45,7 +45,7 @@ def test_vace_files_are_the_recorded_ones_and_detected(workspace) -> None:
     for part, rec in FIXTURE["files"].items():
         assert rec["path"] == FILES[part]
         assert hashlib.sha256((workspace.models_dir / FILES[part]).read_bytes()).hexdigest() == rec["sha256"], (
-            f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_wan_vace.json"
+            f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_wan_vace.json.xz"
         )
     sd = tiny_wan_state_dicts()["vace"]
     # ComfyUI's model_detection: vace_in_dim from vace_patch_embedding.weight, vace_layers by counting vace_blocks

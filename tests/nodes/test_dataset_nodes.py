@@ -1,5 +1,5 @@
 """ComfyUI's dataset nodes (nodes/library/dataset.py): each transform, shuffle, deduplication, grid and resolution
-bucket equals upstream ComfyUI 0.10.0's output (tests/nodes/fixtures/comfyui_dataset_nodes.json, recorded by
+bucket equals upstream ComfyUI 0.10.0's output (tests/nodes/fixtures/comfyui_dataset_nodes.json.xz, recorded by
 scripts/record_comfyui_dataset_nodes.py); the folder loaders and savers run through the engine on a workspace.
 
 Two places differ from 0.10.0 on purpose, as the newest ComfyUI source does or as the node plainly means: a batch
@@ -9,7 +9,6 @@ wraps each result in a one-item Python list, which a downstream text input canno
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,10 @@ from tests.nodes.engine_run import run_core_prompt
 compat.install()
 import nodes
 from nodes.library import dataset
+from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_dataset_nodes.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_dataset_nodes.json.xz")
 
 
 def _recorder():

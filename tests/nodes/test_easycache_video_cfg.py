@@ -1,12 +1,11 @@
 """EasyCache and the video CFG guidance functions against ComfyUI 0.3.64 (a125cd84): the fixture
-tests/nodes/fixtures/comfyui_easycache_video_cfg.json holds what ComfyUI's own node code computed on fixed
+tests/nodes/fixtures/comfyui_easycache_video_cfg.json.xz holds what ComfyUI's own node code computed on fixed
 tensors (scripts/record_comfyui_easycache_video_cfg.py, run in ComfyUI's environment): the cfg functions of
 VideoLinearCFGGuidance / VideoTriangleCFGGuidance on seeded noise estimates, and EasyCache's wrappers over an
 Euler loop of a toy network, with its model calls and skipped steps."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,9 @@ from nodes.library.video_cfg import VideoLinearCFGGuidance, VideoTriangleCFGGuid
 from nodes.modelfns.model_options import sampler_patches, weights_ref
 from nodes.modelfns.network_patches import DIFFUSION_MODEL, wrap_forward
 from tests.nodes.test_network_patches import sd1_ref, tensor
+from tests.recorded_tensors import load_json
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_easycache_video_cfg.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_easycache_video_cfg.json.xz")
 VIDEO = {"VideoLinearCFGGuidance": VideoLinearCFGGuidance, "VideoTriangleCFGGuidance": VideoTriangleCFGGuidance}
 KEYS = {0: "positive.0", 1: "negative.0"}
 

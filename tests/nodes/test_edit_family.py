@@ -4,7 +4,6 @@ what ComfyUI 0.3.64 computes (fixture by scripts/record_comfyui_edit_family.py).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,9 +14,9 @@ from cluster.refs import ModelRef
 from nodes.library.lumina2 import RenormCFG
 from nodes.modelfns.model_options import sampler_patches
 from nodes.modelfns.model_patches import combine
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_edit_family.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_edit_family.json.xz")
 
 
 def write_ip2p_checkpoint(source: Path, path: Path) -> None:

@@ -1,6 +1,6 @@
 """KSampler over an LTX-2 audio-video latent (LTXV Concat AV Latent's pair) samples both parts together, as
 upstream ComfyUI 0.10.0 does: the video and audio latents packed side by side, noise drawn part after part from
-one generator, LTXVConditioning's frame rate timing the positions. tests/models/fixtures/comfyui_ltx2.json's
+one generator, LTXVConditioning's frame rate timing the positions. tests/models/fixtures/comfyui_ltx2.json.xz's
 "ksampler" entry is ComfyUI's comfy.sample.sample on ltx2-tiny (scripts/record_comfyui_ltx2.py): the chain
 CheckpointLoaderSimple, LTXAVTextEncoderLoader, CLIPTextEncode, LTXVConditioning, KSampler here gives its
 latents; and with LTXVImgToVideoInplace's start image (its noise mask nested by LTXVConcatAVLatent: the kept
@@ -19,9 +19,9 @@ import torch
 from nodes.library.ltxv_av import AVLatent
 from nodes.models.ltx2_demo import FILES, build_demo_ltx2
 from tests.node_calls import active_workspace, call_node
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "models" / "fixtures" / "comfyui_ltx2.json").read_text())
+FIXTURE = load_json(Path(__file__).resolve().parents[1] / "models" / "fixtures" / "comfyui_ltx2.json.xz")
 # Measured: 9.8e-6 (video), 5.5e-6 (audio); the conditioning's float32 rounding (tests/models/test_ltx2.py)
 # carried through two steps at cfg 2.
 ATOL = 2e-5

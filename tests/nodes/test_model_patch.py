@@ -1,6 +1,6 @@
 """ModelPatchLoader and QwenImageDiffsynthControlnet (issue 38): qwen-image-tiny steered by the tiny DiffSynth
 ControlNets samples and decodes as ComfyUI 0.3.64 does with the same files and inputs
-(tests/nodes/fixtures/comfyui_qwen_diffsynth.json, recorded by scripts/record_comfyui_qwen_diffsynth.py): a control
+(tests/nodes/fixtures/comfyui_qwen_diffsynth.json.xz, recorded by scripts/record_comfyui_qwen_diffsynth.py): a control
 image of another size than the latent's pixels (re-encoded scaled), of the same size, a negative strength, the inpaint
 layout with and without a mask, two patches chained. Bad inputs are named."""
 
@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from tests.recorded_tensors import pixels, tensor
+from tests.recorded_tensors import load_json, pixels, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_diffsynth.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_qwen_diffsynth.json.xz")
 FOLDERS = {
     "qwen_image_tiny.safetensors": "diffusion_models",
     "qwen_image_vae_tiny.safetensors": "vae",

@@ -1,5 +1,5 @@
 """Patches inside the network against ComfyUI 0.3.64 (a125cd84): the fixture
-tests/nodes/fixtures/comfyui_model_patches.json holds what ComfyUI's own node code computed on fixed tensors
+tests/nodes/fixtures/comfyui_model_patches.json.xz holds what ComfyUI's own node code computed on fixed tensors
 (scripts/record_comfyui_model_patches.py, run in ComfyUI's environment): the FreeU / FreeU_V2 output-block
 patches, PatchModelAddDownscale's input and output patches, PAG's post-CFG function with a toy
 calc_cond_batch, and ComfyUI's ldm UNet on the demo SD1 weights with each node's patches installed, which
@@ -8,7 +8,6 @@ our diffusers UNet with the same patches as hooks must reproduce."""
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -35,9 +34,9 @@ from nodes.loaders import make_ref
 from nodes.modelfns.model_options import NETWORK, sampler_patches, weights_ref
 from nodes.modelfns.network_patches import CALC_COND, apply_model, with_network_patch
 from nodes.models.merge import merges
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_model_patches.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_model_patches.json.xz")
 NODES = {
     "FreeU": FreeU,
     "FreeU_V2": FreeU_V2,

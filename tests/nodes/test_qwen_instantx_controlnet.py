@@ -1,6 +1,6 @@
 """Qwen-Image InstantX ControlNets (Union and Inpainting; issue 38): qwen-image-tiny steered by the tiny InstantX
 ControlNets samples and decodes as ComfyUI 0.3.64 does with the same files and inputs
-(tests/nodes/fixtures/comfyui_qwen_instantx.json, recorded by scripts/record_comfyui_qwen_instantx.py): the Union one
+(tests/nodes/fixtures/comfyui_qwen_instantx.json.xz, recorded by scripts/record_comfyui_qwen_instantx.py): the Union one
 on a control image of another size than the latent's pixels, over the first half of the steps only, the Inpainting one
 with a soft mask of the image's size and of a smaller one, the two chained. The files are detected as Qwen-Image ControlNets; bad uses are named."""
 
@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from tests.recorded_tensors import pixels, tensor
+from tests.recorded_tensors import load_json, pixels, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_instantx.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_qwen_instantx.json.xz")
 FOLDERS = {
     "qwen_image_tiny.safetensors": "diffusion_models",
     "qwen_image_vae_tiny.safetensors": "vae",

@@ -1,10 +1,9 @@
 """Guidance functions, table schedulers and samplers against what ComfyUI 0.10.0's own code computed on the same
-fixed tensors and toy denoiser (tests/nodes/fixtures/comfyui_sampling_functions.json, recorded by
+fixed tensors and toy denoiser (tests/nodes/fixtures/comfyui_sampling_functions.json.xz, recorded by
 scripts/record_comfyui_sampling_functions.py in ComfyUI's environment)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,9 +21,9 @@ from nodes.modelfns.model_options import latent_format, sampling_config, weights
 from nodes.modelfns.model_patches import perp_neg
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.samplers import get_sampler, run_step
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_sampling_functions.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_sampling_functions.json.xz")
 GUIDANCE = FIXTURE["guidance"]
 SD1 = ModelRef("diffusion_model", "sd1", ("/m/sd1.safetensors",), ("d" * 64,))
 

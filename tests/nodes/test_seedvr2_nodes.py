@@ -1,11 +1,10 @@
 """SeedVR2's image and latent nodes (nodes/library/seedvr2.py, nodes/seedvr2_color.py) give what today's ComfyUI's
-own code for them computes on the same inputs, within 1e-5 (tests/nodes/fixtures/comfyui_seedvr2_nodes.json,
+own code for them computes on the same inputs, within 1e-5 (tests/nodes/fixtures/comfyui_seedvr2_nodes.json.xz,
 recorded by scripts/record_comfyui_seedvr2_nodes.py from comfy_extras/nodes_seedvr.py and
 comfy/ldm/seedvr/color_fix.py of the newest Comfy-Org/ComfyUI source)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,9 @@ from nodes.library.seedvr2 import (
     SeedVR2TemporalChunk,
     SeedVR2TemporalMerge,
 )
-from tests.recorded_tensors import at_recorded, tensor
+from tests.recorded_tensors import at_recorded, load_json, tensor
 
-RECORDED = json.loads((Path(__file__).parent / "fixtures" / "comfyui_seedvr2_nodes.json").read_text())
+RECORDED = load_json(Path(__file__).parent / "fixtures" / "comfyui_seedvr2_nodes.json.xz")
 
 
 @pytest.fixture(autouse=True)

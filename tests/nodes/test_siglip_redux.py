@@ -1,14 +1,13 @@
 """SigLIP vision in CLIPVisionLoader / CLIPVisionEncode and Flux Redux in StyleModelLoader / StyleModelApply give
 ComfyUI 0.3.64's outputs on the tiny demo files (sigclip-vision-tiny, flux1-redux-dev-tiny): preprocessing bit for
 bit, every CLIP_VISION_OUTPUT tensor and the Redux conditioning within 1e-5 (tests/nodes/fixtures/
-comfyui_siglip_redux.json, recorded by scripts/record_comfyui_siglip_redux.py). And the loader's rules: a SigLIP
+comfyui_siglip_redux.json.xz, recorded by scripts/record_comfyui_siglip_redux.py). And the loader's rules: a SigLIP
 file is told by its layout, SigLIP's pooling head is ignored, layouts ComfyUI has no config for are refused."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from nodes.models.clip_vision import is_clip_vision, preprocess
 from nodes.models.errors import ModelLoadError
 from nodes.models.redux_demo import REDUX, SIGLIP, build_demo_redux, tiny_siglip_state_dict
 from nodes.models.siglip_vision import is_siglip_vision, load_siglip_vision
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -30,7 +29,7 @@ from record_comfyui_clip_vision import digest  # noqa: E402
 from record_comfyui_siglip_redux import REDUX_CASES, TEXT_WIDTH, images  # noqa: E402
 from record_comfyui_style_model import conditioning  # noqa: E402
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_siglip_redux.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_siglip_redux.json.xz")
 SIGLIP_NAME = Path(SIGLIP).name
 REDUX_NAME = Path(REDUX).name
 

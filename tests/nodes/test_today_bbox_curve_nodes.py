@@ -1,6 +1,6 @@
 """Today's ComfyUI Draw BBoxes, Crop By BBoxes and Curve Editor (all newer than ComfyUI 0.10.0, so none can be run
 from a released ComfyUI here). Draw BBoxes and Crop By BBoxes equal bit for bit what the newest source's code of
-them gives in ComfyUI 0.10.0's environment (tests/nodes/fixtures/comfyui_bbox_nodes.json, recorded by
+them gives in ComfyUI 0.10.0's environment (tests/nodes/fixtures/comfyui_bbox_nodes.json.xz, recorded by
 scripts/record_comfyui_bbox_nodes.py); the rest is checked against the semantics read from the newest source
 (comfy_extras/nodes_rtdetr.py, nodes_sdpose.py, nodes_curve.py, comfy_api's curve types), with the expected values
 worked out by hand in each test; and one prompt of them runs through validation and the engine."""
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import importlib.util
-import json
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +22,11 @@ from tests.nodes.engine_run import run_core_prompt
 
 compat.install()
 import nodes  # noqa: E402
+from tests.recorded_tensors import load_json
 
 RED, GREEN = (1.0, 0.0, 0.0), (0.0, 200 / 255, 0.0)
 REPO = Path(__file__).resolve().parents[2]
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_bbox_nodes.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_bbox_nodes.json.xz")
 
 
 def _recorder():

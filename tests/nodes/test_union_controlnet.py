@@ -1,7 +1,7 @@
 """Union ControlNets (xinsir's controlnet-union-sdxl-1.0 / ProMax; issue 38): the tiny ProMax-layout file loads
 without a config.json and gives ComfyUI 0.3.64's residuals for "auto" and two chosen types, after
 SetUnionControlNetType, and KSampler on the union ControlNet's tiny SDXL UNet (sdxl-union-base-tiny) through
-ControlNetApplyAdvanced samples ComfyUI's latent for "auto" and "depth" (tests/nodes/fixtures/comfyui_union_controlnet.json,
+ControlNetApplyAdvanced samples ComfyUI's latent for "auto" and "depth" (tests/nodes/fixtures/comfyui_union_controlnet.json.xz,
 recorded by scripts/record_comfyui_union_controlnet.py); a type beyond the file's rows and a bad type name are
 refused."""
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,9 @@ import torch
 
 from tests.float_tolerance import ulps_of_largest
 from tests.node_calls import active_workspace, call_node
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_union_controlnet.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_union_controlnet.json.xz")
 LATENT_ULPS = 16  # as tests/nodes/comfyui_fixtures.py bounds recorded latents
 
 

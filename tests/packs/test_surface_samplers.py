@@ -5,7 +5,6 @@ BaseModel."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +18,7 @@ from comfy_bridge.packs.origin import UnsupportedFeature
 from nodes.ksampler import NoiseChoice, SamplerChoice
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.schedules import calculate_sigmas
+from tests.recorded_tensors import load_json
 
 from .conftest import output, run_prompt
 from .test_surface_k_diffusion import FIXTURE, ToyGuided, tensor
@@ -184,8 +184,8 @@ async def test_a_pack_noise_and_sampler_object_sample_as_our_nodes(packs_registr
 
 
 def _recorded_dpm_solver_cases() -> list[dict]:
-    path = Path(__file__).parents[1] / "nodes" / "fixtures" / "comfyui_sampling_functions.json"
-    return [c for c in json.loads(path.read_text())["samplers"] if c["sampler"] in ("dpm_fast", "dpm_adaptive")]
+    path = Path(__file__).parents[1] / "nodes" / "fixtures" / "comfyui_sampling_functions.json.xz"
+    return [c for c in load_json(path)["samplers"] if c["sampler"] in ("dpm_fast", "dpm_adaptive")]
 
 
 @pytest.mark.parametrize(
