@@ -47,7 +47,15 @@ from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, ksampler_
 # The pixels per latent cell of the families whose VAE is not 8x (ComfyUI's latent formats'
 # spacial_downscale_ratio): an empty latent made for another ratio is resized to theirs.
 DOWNSCALE_KEY = "downscale_ratio_spacial"
-SPATIAL_DOWNSCALE = {"flux2": 16, "flux3": 16, "mage_flow": 16, "qwen_image21": 16, "wan22_5b": 16, "ltxv": 32}
+SPATIAL_DOWNSCALE = {
+    "flux2": 16,
+    "flux3": 16,
+    "mage_flow": 16,
+    "qwen_image21": 16,
+    "wan22_5b": 16,
+    "ltxv": 32,
+    "minimax_h3": 16,
+}
 
 
 def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor, downscale: int | None = None) -> torch.Tensor:
@@ -298,6 +306,25 @@ async def _sample_packed_av(
 LATENT_SHAPES = "latent_shapes"
 
 
+def empty_av_latent(model: ModelRef, latent: dict) -> dict:
+    """An empty image or video latent given to MiniMax H3 as today's ComfyUI gives it (its MiniMaxH3AV latent
+    format's fix_empty_latent): channels and sides fixed, an image as one frame [B,C,1,H,W], paired with the silent
+    audio latent of its duration; the pair is sampled together. Any other latent unchanged."""
+    samples = latent["samples"]
+    if model.arch != "minimax_h3" or getattr(samples, "is_nested", False) or LATENT_SHAPES in latent:
+        return latent  # a pair, or the pair packed for sampling
+    if torch.count_nonzero(samples) != 0:
+        return latent
+    from nodes.library.ltxv_av import AVLatent
+    from nodes.models.minimax_h3_shapes import silent_audio_shape
+
+    out = dict(latent)
+    video = fix_empty_latent_channels(model, samples, out.pop(DOWNSCALE_KEY, None))
+    video = video.unsqueeze(2) if video.dim() == 4 else video
+    out["samples"] = AVLatent((video, torch.zeros(silent_audio_shape(tuple(video.shape)), dtype=video.dtype)))
+    return out
+
+
 async def sample_guided(
     guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict, noise: NoiseChoice
 ) -> tuple[dict, dict]:
@@ -306,6 +333,7 @@ async def sample_guided(
     tensors between them. Returns (output latent, the last step's denoised prediction as a latent; the
     output itself when no step ran), as ComfyUI's custom samplers do."""
     model = require_model(guider.model)
+    latent = empty_av_latent(model, latent)
     if getattr(latent["samples"], "is_nested", False) and model.arch in AV_PACKED:
         return await _sample_packed_av(guider, sampler, sigmas, latent, noise)
     out = dict(latent)

@@ -37,6 +37,18 @@ def temporal_shape(length: int) -> tuple[int, int, int]:
     return frames, video_latent_frames(frames), round(frames / FPS * AUDIO_LATENTS_PER_SECOND)
 
 
+# The video frames each latent frame stands for, cycling (the first latent frame of a clip: one frame); ComfyUI's
+# MiniMaxH3AV latent format sizes the silent audio of an empty video latent from them.
+FRAMES_PER_LATENT = (1, 4, 4, 4, 4)
+
+
+def silent_audio_shape(video_shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """The audio latent's shape for an empty [B,C,T,H,W] video latent: 40 latents a second of its frames' duration
+    (one latent frame, an image: 2)."""
+    frames = sum(FRAMES_PER_LATENT[i % len(FRAMES_PER_LATENT)] for i in range(video_shape[2]))
+    return (video_shape[0], AUDIO_CHANNELS, AUDIO_STEREO, round(frames * AUDIO_LATENTS_PER_SECOND / FPS))
+
+
 def av_latent_shapes(
     width: int, height: int, length: int, batch_size: int = 1
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -193,11 +193,28 @@ def encode_image(vae: AutoencoderKLMiniMaxH3, image: torch.Tensor) -> torch.Tens
     return (z - lm) / ls
 
 
+def decode_image(vae: AutoencoderKLMiniMaxH3, latent: torch.Tensor) -> torch.Tensor:
+    """One latent frame [1, C, 1, H', W'] (an image: MiniMax H3 samples EmptyLatentImage's latent as one frame) ->
+    [1, H, W, 3] in [0, 1]: ComfyUI's single-frame path, the decoder run on the frame alone, the last of the frames
+    it decodes it to kept."""
+    z = latent.to(torch.float32)
+    lm = _stats(vae.config.latents_mean, z).view(1, -1, 1, 1, 1)
+    ls = _stats(vae.config.latents_std, z).view(1, -1, 1, 1, 1)
+    with torch.no_grad():
+        # diffusers' one-clip decode: spatially tiled as ComfyUI's (256-pixel tiles, 64 overlap; both ship it on)
+        x = vae._decode_clip(z * ls + lm)[:, :, -1:]
+    mean, std = _stats(IMAGENET_MEAN, x).view(1, 3, 1, 1, 1), _stats(IMAGENET_STD, x).view(1, 3, 1, 1, 1)
+    return (x * std + mean).clamp(0.0, 1.0)[0].movedim(0, -1)
+
+
 def decode(vae: AutoencoderKLMiniMaxH3, latent: torch.Tensor) -> torch.Tensor:
-    """A normalised latent [1, C, 5k+2, H', W'] -> [17k+5, H, W, 3] frames in [0, 1]."""
+    """A normalised latent [1, C, 5k+2, H', W'] -> [17k+5, H, W, 3] frames in [0, 1]; one latent frame (an image)
+    -> one frame (decode_image)."""
+    if latent.ndim == 5 and latent.shape[2] == 1:
+        return decode_image(vae, latent)
     if latent.ndim != 5 or latent.shape[2] % 5 != 2:
         raise ValueError(
-            f"the MiniMax H3 video VAE decodes [1, C, T, H, W] latents with T = 5k+2 (2, 7, 12, ...), "
+            f"the MiniMax H3 video VAE decodes [1, C, T, H, W] latents with T = 1 or 5k+2 (2, 7, 12, ...), "
             f"got {tuple(latent.shape)}"
         )
     if latent.shape[2] == 2:
