@@ -6,7 +6,8 @@ Run inside that ComfyUI's own environment (it imports ComfyUI's modules; nothing
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_hunyuan_video15.py tests/models/fixtures/comfyui_hunyuan_video15.json \\
-        <models> <input folder with example.png> /work/main/workflows_json/hunyuan_video15_i2v.json
+        <models> <input folder with example.png> /work/main/workflows_json/hunyuan_video15_i2v.json \\
+        /work/main/workflows_json/hunyuan_video15_t2v.json
 
 ComfyUI reads the transformer's widths from the file but fixes two: supported_models.HunyuanVideo15 asks vision_in_dim
 1152 (SigLIP so400m's width; the tiny image projection takes sigclip-vision-tiny's 32) and the VAE is 128..1024 wide
@@ -19,7 +20,7 @@ Recorded: the transformer's raw output on seeded inputs (text only; text, ByT5 g
 batch of two timesteps); the whole model's denoised prediction from the conditioning an image-to-video node gives
 (image latent, mask, clip vision output); the VAE's decode of a 3-frame latent and encode of a 5-frame clip and of
 one image; EmptyHunyuanVideo15Latent and HunyuanVideo15ImageToVideo's outputs; DualCLIPLoader type
-hunyuan_video_15's conditioning; and the shipped image-to-video workflow (the 720p template on the tiny files) run
+hunyuan_video_15's conditioning; and the shipped image- and text-to-video workflows (the 720p templates on the tiny files) run
 node by node with 0.10.0's classes, its VAEDecode frames (what CreateVideo / SaveVideo encode). Inputs are seeded draws the test
 makes again (their sums are stored); outputs above MAX_RECORDED_VALUES are kept as strided grids.
 """
@@ -33,7 +34,7 @@ from types import SimpleNamespace
 import torch
 from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, png_rgb, run_node, sha256, write_json
 
-OUT, MODELS, INPUTS, WORKFLOW = sys.argv[1:5]
+OUT, MODELS, INPUTS, WORKFLOW, WORKFLOW_T2V = sys.argv[1:6]
 comfyui_on_cpu()
 import comfy.ldm.hunyuan_video.vae_refiner  # noqa: E402
 import comfy.sd  # noqa: E402
@@ -289,7 +290,7 @@ def workflow_classes() -> dict:
     core = ["UNETLoader", "VAELoader", "CLIPTextEncode", "CLIPVisionEncode", "LoadImage", "VAEDecode"]
     classes = {n: getattr(nodes, n) for n in core}
     for module, names in (
-        ("nodes_hunyuan", ["HunyuanVideo15ImageToVideo"]),
+        ("nodes_hunyuan", ["HunyuanVideo15ImageToVideo", "EmptyHunyuanVideo15Latent"]),
         ("nodes_model_advanced", ["ModelSamplingSD3"]),
         (
             "nodes_custom_sampler",
@@ -364,6 +365,7 @@ def main() -> None:
         "nodes": record_nodes(vae),
         "text": record_text(clip),
         "workflow": record_workflow(json.loads(open(WORKFLOW).read())),
+        "workflow_t2v": record_workflow(json.loads(open(WORKFLOW_T2V).read())),
     }
     print("wrote", write_json(OUT, record))
 

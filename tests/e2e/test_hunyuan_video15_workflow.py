@@ -1,6 +1,6 @@
-"""The web UI's HunyuanVideo 1.5 720p image-to-video template (workflows_json/hunyuan_video15_i2v.json, written by
-scripts/hunyuan_video15_workflow.py: the template's graph on the tiny files, 64x48, 5 frames, 3 steps, its muted
-1080p stage left muted) from a fresh, empty workspace: the video is the same with the default executors and with
+"""The web UI's HunyuanVideo 1.5 720p image-to-video and text-to-video templates (workflows_json/hunyuan_video15_i2v.json
+and _t2v.json, written by scripts/hunyuan_video15_workflow.py: the templates' graphs on the tiny files, 64x48,
+5 frames, 3 steps, their muted 1080p stage left muted) from a fresh, empty workspace: the video is the same with the default executors and with
 `--executors 0`, and its frames equal ComfyUI 0.10.0's frames of the same workflow on the same files (recorded by
 scripts/record_comfyui_hunyuan_video15.py) to within 1/255.
 
@@ -17,17 +17,23 @@ from tests.e2e.served_video import comfyui_frames, render_videos_in_both_modes, 
 from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
-WORKFLOW = REPO / "workflows_json" / "hunyuan_video15_i2v.json"
-RECORDED = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_hunyuan_video15.json.xz")["workflow"]
+FIXTURE = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_hunyuan_video15.json.xz")
+RECORDED = {"i2v": FIXTURE["workflow"], "t2v": FIXTURE["workflow_t2v"]}
 
 
-def test_recorded_workflow_is_the_shipped_one() -> None:
-    assert RECORDED["prompt"] == json.loads(WORKFLOW.read_text())
+def test_recorded_workflows_are_the_shipped_ones() -> None:
+    for case, rec in RECORDED.items():
+        assert rec["prompt"] == json.loads((REPO / "workflows_json" / f"hunyuan_video15_{case}.json").read_text())
 
 
-def test_i2v_template_from_a_fresh_workspace_in_both_executor_modes(tmp_path) -> None:
-    frames = render_videos_in_both_modes(tmp_path, {"i2v": with_png_frames(RECORDED["prompt"])})
-    pngs, mp4 = frames["i2v"]
-    assert pngs.shape == (5, 48, 64, 3) and pngs.std() > 0 and len(mp4) == 5
-    diff = np.abs(pngs.astype(int) - comfyui_frames(RECORDED).astype(int))
-    assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's frames by more than 1/255"
+def test_templates_from_a_fresh_workspace_in_both_executor_modes(tmp_path) -> None:
+    frames = render_videos_in_both_modes(
+        tmp_path, {case: with_png_frames(rec["prompt"]) for case, rec in RECORDED.items()}
+    )
+    for case, (pngs, mp4) in frames.items():
+        assert pngs.shape == (5, 48, 64, 3) and pngs.std() > 0 and len(mp4) == 5, case
+        diff = np.abs(pngs.astype(int) - comfyui_frames(RECORDED[case]).astype(int))
+        assert diff.max() <= 1, (
+            f"{case}: {int((diff > 1).sum())} values differ from ComfyUI's frames by more than 1/255"
+        )
+    assert not np.array_equal(frames["i2v"][0], frames["t2v"][0])
