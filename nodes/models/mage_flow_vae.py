@@ -93,7 +93,7 @@ class ConvBlock(nn.Module):
         return x + (gate2[:, :, None, None] * h if self.modulated else h)
 
 
-class Encoder(nn.Module):
+class MageEncoder(nn.Module):
     def __init__(self, sd: Mapping[str, torch.Tensor]) -> None:
         super().__init__()
         head, _, self.patch, _ = sd["patch_cond_embed.weight"].shape
@@ -243,7 +243,7 @@ class PixelHead(nn.Module):
         return x
 
 
-class FinalLayer(nn.Module):
+class PixelOutput(nn.Module):
     def __init__(self, width: int) -> None:
         super().__init__()
         self.norm = nn.RMSNorm(width, eps=EPS)
@@ -273,7 +273,7 @@ class Denoiser(nn.Module):
         hidden = sd["blocks.0.conv4.weight"].shape[0]
         self.blocks = nn.ModuleList(ConvBlock(self.width, hidden, True) for _ in range(count_blocks(sd, "blocks")))
         self.dec_net = PixelHead(_sub(sd, "dec_net."), self.patch)
-        self.final_layer = FinalLayer(pixel_width)
+        self.final_layer = PixelOutput(pixel_width)
         self.y_embedder = YEmbedder(sd)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
@@ -298,7 +298,7 @@ class Denoiser(nn.Module):
 class MageVAENetwork(nn.Module):
     def __init__(self, sd: Mapping[str, torch.Tensor]) -> None:
         super().__init__()
-        self.dconv_encoder = Encoder(_sub(sd, "dconv_encoder."))
+        self.dconv_encoder = MageEncoder(_sub(sd, "dconv_encoder."))
         self.decoder_model = Denoiser(_sub(sd, "decoder_model."))
 
 
@@ -343,5 +343,5 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> MageVAE:
         module = build_module(lambda: MageVAENetwork(sd), sd, path, "Mage-VAE")
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Mage-VAE: {e}") from None
-    encoder: Encoder = module.dconv_encoder
+    encoder: MageEncoder = module.dconv_encoder
     return MageVAE(arch="mage_flow", module=module.eval(), latent_channels=encoder.z_channels, downscale=encoder.patch)
