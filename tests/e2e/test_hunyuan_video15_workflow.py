@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.e2e.served_video import comfyui_frames, render_videos_in_both_modes, with_png_frames
+from tests.e2e.served import assert_within_1_of_255_of_record
+from tests.e2e.served_video import render_videos_in_both_modes, with_png_frames
 from tests.recorded_tensors import load_json
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,8 +33,5 @@ def test_templates_from_a_fresh_workspace_in_both_executor_modes(tmp_path) -> No
     )
     for case, (pngs, mp4) in frames.items():
         assert pngs.shape == (5, 48, 64, 3) and pngs.std() > 0 and len(mp4) == 5, case
-        diff = np.abs(pngs.astype(int) - comfyui_frames(RECORDED[case]).astype(int))
-        assert diff.max() <= 1, (
-            f"{case}: {int((diff > 1).sum())} values differ from ComfyUI's frames by more than 1/255"
-        )
+        assert_within_1_of_255_of_record(pngs, RECORDED[case]["frames"], f"ComfyUI's {case} frames")
     assert not np.array_equal(frames["i2v"][0], frames["t2v"][0])
