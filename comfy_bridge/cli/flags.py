@@ -194,7 +194,8 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="prompts orchestrated at once, each with its own engine and output cache (1: ComfyUI's one at a "
-        "time, one shared cache; default: as many as local executors, so none idles while prompts wait)",
+        "time, one shared cache; default: two per CPU executor, whose steps then share forward passes, one per "
+        "GPU executor, so none idles while prompts wait)",
     )
     p.add_argument(
         "--scheduler",
@@ -310,6 +311,11 @@ class Defaults:
 # thread with two prompts in flight at 0.98x real ComfyUI's makespan against 1.05x for this default on 2 cores;
 # that is not yet a recorded result (`bench throughput --serve-flags ...`, docs/benchmarks.md, Throughput), so
 # two executors of one thread stay a choice (`--executor-threads 1`).
+# Each CPU executor keeps two prompts in flight, so that their denoising steps share its forward passes
+# (--max-batch follows: prompts per executor): on a CPU a step of a small image is bound by reading the
+# weights, which one pass of two prompts reads once. The network is batch-invariant, so each image is the one
+# the prompt gives alone. A GPU executor keeps one until a recorded result says otherwise.
+CPU_PROMPTS_PER_EXECUTOR = 2
 # Memory one CPU executor may need for an SD1.5-sized model in float32 with its activations: more executors
 # than memory / this would swap.
 CPU_EXECUTOR_BYTES = 6 << 30
@@ -322,8 +328,8 @@ def choose_defaults(
     concurrent_prompts: int | None = None,
 ) -> Defaults:
     """The local executors, threads and prompts in flight for `hardware`; any value given wins and the
-    others follow from it (`--executors N` alone divides the cores among N and keeps N prompts in flight, so
-    that no executor idles while prompts wait)."""
+    others follow from it (`--executors N` alone divides the cores among N and keeps at least N prompts in
+    flight, so that no executor idles while prompts wait; two per CPU executor, CPU_PROMPTS_PER_EXECUTOR)."""
     cpus = max(1, hardware.cpus)
     if executors is None:
         if hardware.gpus:
@@ -334,7 +340,8 @@ def choose_defaults(
     if not executor_threads:
         executor_threads = max(1, cpus // max(1, executors))
     if concurrent_prompts is None:
-        concurrent_prompts = max(1, executors)
+        per_executor = 1 if hardware.gpus else CPU_PROMPTS_PER_EXECUTOR
+        concurrent_prompts = executors * per_executor if executors else 1
     return Defaults(executors, executor_threads, concurrent_prompts)
 
 

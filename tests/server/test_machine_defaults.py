@@ -17,15 +17,16 @@ GIB = 1 << 30
 
 def test_cpu_machines_get_one_executor_of_every_core_unless_threads_are_given():
     """One executor with every core: it computes with torch's own thread count, as the in-process ModelFns do, so
-    the default executor and --executors 0 give the same image."""
+    the default executor and --executors 0 give the same image. Two prompts in flight per CPU executor, so that
+    their steps share forward passes (batching: --max-batch follows)."""
     two_cores = Hardware(cpus=2, gpus=0, memory_bytes=23 * GIB)
-    assert choose_defaults(two_cores) == Defaults(executors=1, executor_threads=2, concurrent_prompts=1)
-    assert choose_defaults(Hardware(16, 0, 256 * GIB)) == Defaults(1, 16, 1)
-    assert choose_defaults(two_cores, executor_threads=1) == Defaults(2, 1, 2)
+    assert choose_defaults(two_cores) == Defaults(executors=1, executor_threads=2, concurrent_prompts=2)
+    assert choose_defaults(Hardware(16, 0, 256 * GIB)) == Defaults(1, 16, 2)
+    assert choose_defaults(two_cores, executor_threads=1) == Defaults(2, 1, 4)
     # memory bounds the executors (each holds its own weights); the cores go to the ones there are
-    assert choose_defaults(Hardware(16, 0, 2 * CPU_EXECUTOR_BYTES + GIB), executor_threads=2) == Defaults(2, 2, 2)
-    assert choose_defaults(Hardware(4, 0, GIB), executor_threads=1) == Defaults(1, 1, 1)
-    assert choose_defaults(Hardware(1, 0, 64 * GIB)) == Defaults(1, 1, 1)
+    assert choose_defaults(Hardware(16, 0, 2 * CPU_EXECUTOR_BYTES + GIB), executor_threads=2) == Defaults(2, 2, 4)
+    assert choose_defaults(Hardware(4, 0, GIB), executor_threads=1) == Defaults(1, 1, 2)
+    assert choose_defaults(Hardware(1, 0, 64 * GIB)) == Defaults(1, 1, 2)
 
 
 def test_gpu_machines_get_one_executor_per_gpu_with_the_cores_shared():
@@ -46,7 +47,7 @@ def test_executors_alone_shares_the_cores_and_keeps_every_executor_busy(n):
 
 def test_flags_given_win_and_the_rest_follows():
     machine = Hardware(8, 0, 64 * GIB)
-    assert choose_defaults(machine, executor_threads=4) == Defaults(2, 4, 2)
+    assert choose_defaults(machine, executor_threads=4) == Defaults(2, 4, 4)
     assert choose_defaults(machine, concurrent_prompts=1) == Defaults(1, 8, 1)
     assert choose_defaults(machine, executors=2, executor_threads=2, concurrent_prompts=5) == Defaults(2, 2, 5)
     # in-process ModelFns: one prompt at a time unless asked
@@ -63,13 +64,13 @@ def _apply(argv: list[str], monkeypatch, hardware: Hardware):
 def test_serve_fills_in_what_no_flag_set_and_logs_it_in_one_line(monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="comfy_cluster")
     args = _apply([], monkeypatch, Hardware(2, 0, 23 * GIB))
-    assert (args.executors, args.executor_threads, args.concurrent_prompts) == (1, 2, 1)
+    assert (args.executors, args.executor_threads, args.concurrent_prompts) == (1, 2, 2)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("machine:")]
-    assert "2 CPU cores" in line and "1 executor(s) x 2 thread(s), 1 prompt(s) at once" in line
+    assert "2 CPU cores" in line and "1 executor(s) x 2 thread(s), 2 prompt(s) at once" in line
     assert "chosen from the machine" in line
     caplog.clear()
     args = _apply(["--executors", "2"], monkeypatch, Hardware(8, 0, 64 * GIB))
-    assert (args.executors, args.executor_threads, args.concurrent_prompts) == (2, 4, 2)
+    assert (args.executors, args.executor_threads, args.concurrent_prompts) == (2, 4, 4)
     assert "set by --executors" in caplog.records[-1].getMessage()
     # in-process: torch's own threads unless --executor-threads is given
     args = _apply(["--executors", "0"], monkeypatch, Hardware(8, 0, 64 * GIB))
