@@ -155,3 +155,39 @@ def test_other_files_are_refused_with_type_mage(models):
         CLIPLoader().load_clip("flux-tiny-t5.safetensors", "mage")
     with pytest.raises(ModelLoadError, match="holds no VAE"):
         loader.load_vae(make_ref("vae", "mage_flow", [models / FILES["transformer"]]))
+
+
+def test_the_published_int8_convrot_layout_loads_its_dequantized_weights(tmp_path, models):
+    """The templates' mage_flow*_int8_convrot files: bare names, linear weights as comfy-kitchen's int8 ConvRot codes
+    with `weight_scale` and a `comfy_quant` config beside them; detected as Mage-Flow (img_in's int8 codes keep
+    its [width, 128] shape) and computed on the dequantized weights, every other tensor as stored."""
+    pytest.importorskip("comfy_kitchen")
+    import json
+
+    from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
+    from safetensors.torch import save_file
+
+    from nodes.models import comfy_quant
+
+    config = {"format": "int8_tensorwise", "convrot": True, "convrot_groupsize": 16}
+    marker = torch.tensor(list(json.dumps(config).encode()), dtype=torch.uint8)
+    quantized = {}
+    for key, value in load_file(models / FILES["transformer"]).items():
+        if key.endswith(".weight") and value.ndim == 2 and value.shape[1] % 16 == 0:
+            q, params = TensorWiseINT8Layout.quantize(
+                value.float(), is_weight=True, per_channel=True, convrot=True, convrot_groupsize=16
+            )
+            layer = key[: -len("weight")]
+            quantized |= {key: q, layer + "weight_scale": params.scale, layer + "comfy_quant": marker.clone()}
+        else:
+            quantized[key] = value
+    path = tmp_path / "mage_flow_turbo_int8_convrot.safetensors"
+    save_file(quantized, str(path))
+    assert (probe(path).arch, probe(path).kind) == ("mage_flow", "diffusion_model")
+    model = loader.load_diffusion_model(make_ref("diffusion_model", "mage_flow", [path]))
+    expected = comfy_quant.dequantize(quantized, None, torch.float32)
+    weights = model.module.state_dict()
+    assert set(weights) == set(expected)
+    for key, value in expected.items():
+        assert torch.equal(weights[key], value.float()), key
+    assert sum(k.endswith("comfy_quant") for k in quantized) == 34  # every linear layer
