@@ -191,3 +191,33 @@ def test_the_published_int8_convrot_layout_loads_its_dequantized_weights(tmp_pat
     for key, value in expected.items():
         assert torch.equal(weights[key], value.float()), key
     assert sum(k.endswith("comfy_quant") for k in quantized) == 34  # every linear layer
+
+
+def test_loras_merge_under_qwen_images_names(tmp_path, models, dit):
+    """ComfyUI's model_base.MageFlow is a QwenImage, so its LoRAs take Qwen-Image's key map: peft names under
+    transformer. and kohya's lora_unet_ with alpha merge as W + strength * scale * up @ down; others stay."""
+    from safetensors.torch import save_file
+
+    from cluster.refs import Patch, file_digest
+
+    gen = torch.Generator().manual_seed(9)
+    base = {k: v.float() for k, v in load_file(models / FILES["transformer"]).items()}
+    q, mlp = "transformer_blocks.0.attn.to_q.weight", "transformer_blocks.1.img_mlp.net.0.proj.weight"
+    down_q, up_q = torch.randn(4, base[q].shape[1], generator=gen), torch.randn(base[q].shape[0], 4, generator=gen)
+    down_m, up_m = torch.randn(4, base[mlp].shape[1], generator=gen), torch.randn(base[mlp].shape[0], 4, generator=gen)
+    lora = {
+        "transformer.transformer_blocks.0.attn.to_q.lora_A.weight": down_q,
+        "transformer.transformer_blocks.0.attn.to_q.lora_B.weight": up_q,
+        "lora_unet_transformer_blocks_1_img_mlp_net_0_proj.lora_down.weight": down_m,
+        "lora_unet_transformer_blocks_1_img_mlp_net_0_proj.lora_up.weight": up_m,
+        "lora_unet_transformer_blocks_1_img_mlp_net_0_proj.alpha": torch.tensor(2.0),
+    }
+    path = tmp_path / "mage_lora.safetensors"
+    save_file(lora, str(path))
+    ref = make_ref("diffusion_model", "mage_flow", [models / FILES["transformer"]])
+    patched = loader.load_diffusion_model(ref.with_patch(Patch(str(path), file_digest(path), 0.7)))
+    weights = patched.module.state_dict()
+    assert torch.allclose(weights[q], base[q] + 0.7 * up_q @ down_q, atol=1e-5)
+    assert torch.allclose(weights[mlp], base[mlp] + 0.7 * 0.5 * up_m @ down_m, atol=1e-5)
+    unpatched = dit.module.state_dict()
+    assert all(torch.equal(weights[k], unpatched[k]) for k in weights if k not in (q, mlp))
