@@ -1,6 +1,11 @@
 """LoRA merging: kohya/ComfyUI files (`lora_unet_*`, `lora_te_*`, `lora_te1_/lora_te2_`, lora_down/lora_up/
 alpha) and diffusers/peft ones (`.lora_A/.lora_B`), merged into a state dict with our module's names:
-W += strength * alpha / rank * up @ down."""
+W += strength * alpha / rank * up @ down. LyCORIS's LoHa (`hada_w1_a` ...: (w1a @ w1b) * (w2a @ w2b), alpha over
+w1b's rank) and LoKr (`lokr_w1` or `lokr_w1_a/_b`, `lokr_w2` or `lokr_w2_a/_b`: kron(w1, w2), alpha over the rank
+of a factorised side, else 1) and full differences (`.diff`) merge as the newest ComfyUI's weight adapters
+(comfy/weight_adapter/loha.py, lokr.py; comfy/lora.py's diff patches) compute them; their CP-decomposed (`hada_t1`,
+`lokr_t2`), DoRA (`dora_scale`) and Tucker (`lora_mid`) forms and `set_weight` are refused by name. A module's bias
+difference (`diff_b`, lightx2v's Wan LoRAs carry them) is added to its layer's bias, as ComfyUI does."""
 
 from __future__ import annotations
 
@@ -24,7 +29,19 @@ _PARTS = {
     ".lora_linear_layer.down.weight": "down",
     ".lora_linear_layer.up.weight": "up",
     ".alpha": "alpha",
+    **{f".hada_w{i}_{ab}": f"hada_w{i}_{ab}" for i in (1, 2) for ab in "ab"},
+    **{f".lokr_w{i}{ab}": f"lokr_w{i}{ab}" for i in (1, 2) for ab in ("", "_a", "_b")},
+    ".diff": "diff",
+    # forms not merged here: read so that they are refused by name instead of ignored
+    ".hada_t1": "hada_t1",
+    ".hada_t2": "hada_t2",
+    ".lokr_t2": "lokr_t2",
+    ".dora_scale": "dora_scale",
+    ".lora_mid.weight": "lora_mid",
+    ".diff_b": "diff_b",
+    ".set_weight": "set_weight",
 }
+_UNSUPPORTED = ("hada_t1", "hada_t2", "lokr_t2", "dora_scale", "lora_mid", "set_weight")
 UNET_FAMILY = ("lora_unet_", "unet.", "diffusion_model.", "model.diffusion_model.")
 TE_FAMILY = ("lora_te_", "lora_te1_", "lora_te2_", "text_encoder.", "text_encoder_2.")
 
@@ -90,17 +107,68 @@ def lora_modules(lora: dict[str, torch.Tensor], path: str) -> dict[str, dict[str
             if k.endswith(suffix):
                 mods.setdefault(k[: -len(suffix)], {})[part] = v
                 break
-    if not any("down" in m and "up" in m for m in mods.values()):
-        raise ModelLoadError(path, "not a LoRA file (no lora_down/lora_up or lora_A/lora_B weight pairs)")
+    if not any(adapter_kind(m) or "diff_b" in m for m in mods.values()):
+        raise ModelLoadError(
+            path, "not a LoRA file (no lora_down/lora_up or lora_A/lora_B weight pairs, LoHa, LoKr or diff weights)"
+        )
     return mods
 
 
+def adapter_kind(mod: dict[str, torch.Tensor]) -> str | None:
+    """ "lora", "loha", "lokr" or "diff" for a module with that adapter's weights complete (ComfyUI's adapters,
+    tried in its order); None otherwise."""
+    if "up" in mod and "down" in mod:
+        return "lora"
+    if all(f"hada_w{i}_{ab}" in mod for i in (1, 2) for ab in "ab"):
+        return "loha"
+    sides = [f"lokr_w{i}" in mod or (f"lokr_w{i}_a" in mod and f"lokr_w{i}_b" in mod) for i in (1, 2)]
+    if any(f"lokr_w{i}{ab}" in mod for i in (1, 2) for ab in ("", "_a")):
+        return "lokr" if all(sides) else None
+    return "diff" if "diff" in mod else None
+
+
+def _lokr_side(mod: dict[str, torch.Tensor], i: int) -> tuple[torch.Tensor, int | None]:
+    """(LoKr's w1 or w2, the rank when it is factorised)."""
+    if f"lokr_w{i}" in mod:
+        return mod[f"lokr_w{i}"].float(), None
+    a, b = mod[f"lokr_w{i}_a"].float(), mod[f"lokr_w{i}_b"].float()
+    return a @ b, b.shape[0]
+
+
+def _adapter_delta(mod: dict[str, torch.Tensor], kind: str) -> tuple[torch.Tensor, float]:
+    """(the unscaled difference, its scale) of one module, as ComfyUI's weight adapters compute them."""
+    alpha = float(mod["alpha"]) if "alpha" in mod else None
+    if kind == "lora":
+        up, down = mod["up"].float(), mod["down"].float()
+        return up.flatten(1) @ down.flatten(1), alpha / down.shape[0] if alpha is not None else 1.0
+    if kind == "loha":
+        w1b = mod["hada_w1_b"].float()
+        m1 = mod["hada_w1_a"].float() @ w1b
+        m2 = mod["hada_w2_a"].float() @ mod["hada_w2_b"].float()
+        return m1 * m2, alpha / w1b.shape[0] if alpha is not None else 1.0
+    if kind == "lokr":
+        (w1, rank1), (w2, rank2) = _lokr_side(mod, 1), _lokr_side(mod, 2)
+        rank = rank2 if rank2 is not None else rank1  # ComfyUI reads w2's rank last
+        if w2.dim() == 4:
+            w1 = w1[:, :, None, None]
+        return torch.kron(w1, w2), alpha / rank if alpha is not None and rank is not None else 1.0
+    return mod["diff"].float(), 1.0
+
+
 def lora_delta(mod: dict[str, torch.Tensor], weight: torch.Tensor, name: str, path: str) -> torch.Tensor:
-    """alpha / rank * up @ down in `weight`'s shape (float32); refuses a shape that does not fit."""
-    up, down = mod["up"].float(), mod["down"].float()
-    rank = down.shape[0]
-    scale = float(mod["alpha"]) / rank if "alpha" in mod else 1.0
-    delta = up.flatten(1) @ down.flatten(1)
+    """The module's difference (alpha / rank * up @ down for a LoRA; LoHa, LoKr and diff as ComfyUI computes
+    them) in `weight`'s shape (float32); refuses a shape that does not fit."""
+    unsupported = [part for part in _UNSUPPORTED if part in mod]
+    if unsupported:
+        raise ModelLoadError(path, f"LoRA weight {name} has {unsupported[0]}, a form not supported yet")
+    kind = adapter_kind(mod)
+    if kind is None:
+        raise ModelLoadError(path, f"LoRA weight {name} lacks its up or down matrix (or its LoHa / LoKr factors)")
+    delta, scale = _adapter_delta(mod, kind)
+    if kind == "diff" and delta.shape != weight.shape:
+        raise ModelLoadError(
+            path, f"LoRA weight {name} has shape {tuple(delta.shape)}, the model's is {tuple(weight.shape)}"
+        )
     if delta.shape[0] != weight.shape[0] or delta.numel() != weight.numel():
         raise ModelLoadError(
             path,
@@ -108,6 +176,22 @@ def lora_delta(mod: dict[str, torch.Tensor], weight: torch.Tensor, name: str, pa
             f"{tuple(weight.shape)}: this LoRA is for another architecture",
         )
     return (delta * scale).reshape(weight.shape)
+
+
+def _merge_bias_difference(
+    out: dict[str, torch.Tensor], diff: torch.Tensor, target: str | WeightSlice, name: str, patch: Patch
+) -> None:
+    """ComfyUI's diff_b: strength x the difference added to the bias beside the target weight."""
+    bias = target[: -len(".weight")] + ".bias" if isinstance(target, str) and target.endswith(".weight") else None
+    if bias is None or bias not in out:
+        raise ModelLoadError(patch.path, f"LoRA weight {name} has a bias difference (diff_b) but its layer no bias")
+    if diff.shape != out[bias].shape:
+        raise ModelLoadError(
+            patch.path,
+            f"LoRA bias {name}.diff_b has shape {tuple(diff.shape)}, the model's is {tuple(out[bias].shape)}",
+        )
+    if patch.strength != 0.0:
+        out[bias] = out[bias].float() + patch.strength * diff.float()
 
 
 def merge_loras(
@@ -142,10 +226,13 @@ def merge_loras(
             )
         for name in mine:
             mod = mods[name]
-            if "up" not in mod or "down" not in mod:
-                raise ModelLoadError(patch.path, f"LoRA weight {name} lacks its up or down matrix")
             target = targets.names[name]
             key = target.key if isinstance(target, WeightSlice) else target
+            if "diff_b" in mod:
+                _merge_bias_difference(out, mod["diff_b"], target, name, patch)
+                if adapter_kind(mod) is None and not any(part in mod for part in _UNSUPPORTED):
+                    count += 1
+                    continue  # a bias difference alone
             weight = out[key]
             if isinstance(target, WeightSlice):
                 weight = weight.narrow(target.dim, target.start, target.length)
