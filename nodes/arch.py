@@ -57,6 +57,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "pixeldit": CHROMA_RADIANCE_LATENT,  # pixel space (the newest ComfyUI's supported_models.PixelDiT)
     "hidream": FLUX_LATENT,  # ComfyUI's supported_models.HiDream: latent format Flux (Flux's VAE)
     "anima": WAN21_LATENT,  # ComfyUI's supported_models.Anima: latent format Wan21 (Qwen-Image's VAE)
+    "cosmos_predict2": WAN21_LATENT,  # ComfyUI 0.3.64's supported_models.CosmosT2IPredict2: latent format Wan21
     "mage_flow": FLUX2_LATENT,  # ComfyUI's supported_models.MageFlow: latent_formats.Flux2, used raw
     "krea2": WAN21_LATENT,  # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
     "flux3": FLUX2_LATENT,  # the template loads flux2-vae: FLUX.2's standardised 128-channel latents
@@ -106,6 +107,15 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "pixeldit": {"kind": "flow", "shift": 4.0, "multiplier": 1000.0},
     # Anima: ComfyUI's supported_models.Anima (model type FLOW: ModelSamplingDiscreteFlow, multiplier 1, shift 3).
     "anima": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
+    # Cosmos Predict2: ComfyUI 0.3.64's model type FLOW_COSMOS (ModelSamplingContinuousEDM with COSMOS_RFLOW) at
+    # supported_models.CosmosT2IPredict2's sigma_min 0.002, sigma_max 80, sigma_data 1.
+    "cosmos_predict2": {
+        "kind": "cosmos_rflow",
+        "prediction": "cosmos_rflow",
+        "sigma_min": 0.002,
+        "sigma_max": 80.0,
+        "sigma_data": 1.0,
+    },
     # HiDream: ComfyUI's supported_models.HiDream (model type FLOW; its sampling_settings are reassigned empty, so
     # shift 1 and multiplier 1000 until ModelSamplingSD3 sets the shift, as the templates do).
     "hidream": {"kind": "flow", "shift": 1.0, "multiplier": 1000},
@@ -151,10 +161,10 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
 
 # Families whose ComfyUI latents carry a frame axis, [B,C,T,H,W] (ComfyUI's latent_dimensions = 3): their
 # samplers add it to a 4-D latent and their VAEs encode to it. Every other family's latents are [B,C,H,W].
-FRAME_AXIS_ARCHS = frozenset({"qwen_image", "anima", "wan21", "wan22_5b"})
+FRAME_AXIS_ARCHS = frozenset({"qwen_image", "anima", "cosmos_predict2", "wan21", "wan22_5b"})
 # The video families: their samplers denoise every frame at once (Qwen-Image's take one frame); MiniMax H3's
 # latents are always [B,C,T,H,W], so it needs no frame axis added.
-VIDEO_ARCHS = frozenset({"wan21", "wan22_5b", "minimax_h3", "seedvr2", "ltxv", "hunyuan_video15"})
+VIDEO_ARCHS = frozenset({"cosmos_predict2", "wan21", "wan22_5b", "minimax_h3", "seedvr2", "ltxv", "hunyuan_video15"})
 
 
 def has_frame_axis(arch: str) -> bool:

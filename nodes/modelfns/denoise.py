@@ -364,7 +364,11 @@ class GuidedDenoiser:
             tb = t.reshape(-1)[:1].expand(n * k)
             if self.denoise_mask is not None:  # Wan 2.2 5B: one timestep per latent frame from the noise mask
                 tb = self.model.step_timesteps(tb, self.denoise_mask.repeat(k, *[1] * (self.denoise_mask.dim() - 1)))
+                if self.model.reads_denoise_mask:
+                    denoise_mask_b = self.denoise_mask.repeat(k, *[1] * (self.denoise_mask.dim() - 1))
             batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
+            if self.denoise_mask is not None and self.model.reads_denoise_mask:
+                batch_cond["denoise_mask"] = denoise_mask_b
             if self.rope_options:
                 batch_cond["rope_options"] = self.rope_options
             if self.uso:  # ComfyUI projects the states in every forward pass (its post_input patch)

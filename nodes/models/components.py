@@ -368,6 +368,8 @@ class DiffusionModel:
     dtype: torch.dtype = torch.float32
     # whether `apply` reads cond["sample_sigmas"], the sampler's whole schedule (a flow-map model's targets)
     reads_schedule: ClassVar[bool] = False
+    # whether `apply` reads cond["denoise_mask"], the latent's noise mask (Cosmos Predict2 joins it inverted)
+    reads_denoise_mask: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         make_batch_invariant(self.module)  # batched steps give the unbatched bits (cluster.scheduling.batching)

@@ -47,6 +47,10 @@ KREA2_MARKER = "txtfusion.projector.weight"
 # under ComfyUI's prefixes for it (its files have `net.`).
 ANIMA_MARKERS = ("blocks.0.mlp.layer1.weight", "llm_adapter.blocks.0.cross_attn.q_proj.weight")
 ANIMA_PREFIXES = ("model.diffusion_model.", "net.", "")
+# Cosmos Predict2 (nvidia/Cosmos-Predict2-*'s model.pt / Comfy-Org's cosmos_predict2_*.safetensors, keys under `net.`):
+# ComfyUI 0.3.64's model_detection reads `blocks.0.mlp.layer1.weight` as image_model "cosmos_predict2" and the patch
+# embedding `x_embedder.proj.1.weight` for its channels; an Anima file has the same and the LLM adapter besides.
+COSMOS_PREDICT2_MARKERS = ("blocks.0.mlp.layer1.weight", "x_embedder.proj.1.weight")
 # HiDream-I1 / E1: the Llama states' first caption projection (ComfyUI's model_detection: image_model "hidream").
 HIDREAM_MARKER = "caption_projection.0.linear.weight"
 # ComfyUI tells Qwen3 text encoders apart by width (comfy/sd.py detect_te_model): 1024 is the 0.6B, Anima's.
@@ -105,7 +109,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
+    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, cosmos_predict2: Cosmos Predict2, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -342,6 +346,10 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     prefix = _prefix_with(shapes, ANIMA_MARKERS[1], ANIMA_PREFIXES)
     if prefix is not None and prefix + ANIMA_MARKERS[0] in shapes:
         return info("anima", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy", prefix)
+    prefix = _prefix_with(shapes, COSMOS_PREDICT2_MARKERS[0], ANIMA_PREFIXES)
+    if prefix is not None and prefix + COSMOS_PREDICT2_MARKERS[1] in shapes:
+        parts = {"diffusion_model"} | extra
+        return info("cosmos_predict2", "checkpoint" if extra else "diffusion_model", parts, "comfy", prefix)
     prefix = _prefix_with(shapes, KREA2_MARKER)
     if prefix is not None and prefix + "first.weight" in shapes:
         return info("krea2", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "krea", prefix)
@@ -482,7 +490,7 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     raise ModelLoadError(
         path,
         f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
-        "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima, Wan and MiniMax H3 checkpoints, their UNets, VAEs, "
+        "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima, Cosmos Predict2, Wan and MiniMax H3 checkpoints, their UNets, VAEs, "
         "CLIP/T5/Qwen text encoders, ControlNets and LoRAs",
     )
 

@@ -1,0 +1,87 @@
+"""Record what ComfyUI 0.3.64 (commit a125cd84) computes on the tiny Cosmos Predict2 files, as the fixture
+tests/models/fixtures/comfyui_cosmos_predict2.json.xz.
+
+Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), after `comfy-cluster demo-models`:
+
+    cd <ComfyUI 0.3.64 source> && PYTHONPATH=<shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
+        /work/main/scripts/record_comfyui_cosmos_predict2.py <fixture> <workspace>
+
+Both files load through ComfyUI's own comfy.sd.load_diffusion_model (its model_detection, supported_models and
+model_base.CosmosPredict2, unchanged: the tiny sizes are those it builds for an unlisted width). Recorded on seeded
+inputs: the MiniTrainDIT's raw output, and model.apply_model's denoised output (the rectified flow's input and
+output scaling, the timestep sigma / (sigma + 1)); for the image-to-video file under a noise mask keeping the first
+latent frame, as a sampler's step hands it over: c_concat 1 - mask (concat key "mask_inverted") and denoise_mask
+(process_timestep's per-frame timesteps).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from comfyui_recording import b64, comfyui_on_cpu, sha256, write_json
+
+OUT, WORKSPACE = sys.argv[1:3]
+comfyui_on_cpu()
+import comfy.sd
+
+COMMIT = "a125cd84"
+T2I = "diffusion_models/cosmos_predict2_2B_t2i_tiny.safetensors"
+I2V = "diffusion_models/cosmos_predict2_2B_video2world_tiny.safetensors"
+# (file, seed, latent shape, context rows, sigma, keep first frame)
+CASES = {
+    "t2i": (T2I, 1, [1, 16, 1, 8, 8], 7, 1.7, False),
+    "t2i_batch_two": (T2I, 2, [2, 16, 1, 6, 10], 5, 0.3, False),
+    "i2v": (I2V, 3, [1, 16, 3, 6, 8], 6, 4.0, True),
+    "i2v_no_mask": (I2V, 4, [1, 16, 2, 4, 4], 4, 0.8, False),
+}
+
+
+def record(case) -> dict:
+    path, seed, shape, rows, sigma, keep_first = case
+    model = comfy.sd.load_diffusion_model(f"{WORKSPACE}/models/{path}").model
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=gen)
+    context = torch.randn([shape[0], rows, 1024], generator=gen)
+    sigmas = torch.full([shape[0]], sigma)
+    kwargs = {}
+    if model.image_to_video:
+        mask = torch.ones([shape[0], 1, *shape[2:]])
+        if keep_first:
+            mask[:, :, :1] = 0.0
+            kwargs["denoise_mask"] = mask
+        kwargs["c_concat"] = 1.0 - mask if keep_first else torch.zeros_like(mask)
+    with torch.no_grad():
+        t = model.model_sampling.timestep(sigmas).float()
+        # the network alone on x (and, image-to-video, the joined mask channel) at one timestep per sample
+        raw_x = torch.cat([x, kwargs["c_concat"]], dim=1) if "c_concat" in kwargs else x
+        raw = model.diffusion_model(raw_x, t, context=context)
+        denoised = model.apply_model(x, sigmas, c_crossattn=context, **kwargs)
+    entry = {
+        "file": path,
+        "x": b64(x),
+        "context": b64(context),
+        "sigma": sigma,
+        "raw_x": b64(raw_x),
+        "raw_t": b64(t),
+        "raw": b64(raw),
+        "denoised": b64(denoised),
+        "config": {k: v for k, v in model.model_config.unet_config.items() if isinstance(v, (int, float, str, bool))},
+    }
+    if "denoise_mask" in kwargs:
+        entry["denoise_mask"] = b64(kwargs["denoise_mask"])
+    return entry
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    data = {
+        "comfyui_commit": COMMIT,
+        "sha256": {name: sha256(f"{WORKSPACE}/models/{name}") for name in (T2I, I2V)},
+        "cases": {name: record(case) for name, case in CASES.items()},
+    }
+    print(write_json(OUT, data))
+
+
+if __name__ == "__main__":
+    main()

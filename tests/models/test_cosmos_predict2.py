@@ -1,0 +1,111 @@
+"""Cosmos Predict2 (nodes/models/cosmos_predict2.py): detection from the published layout, and the DiT's step on
+diffusers' CosmosTransformer3DModel equal to ComfyUI 0.3.64's MiniTrainDIT within 1e-5 on the tiny demo files
+(tests/models/fixtures/comfyui_cosmos_predict2.json.xz, recorded by scripts/record_comfyui_cosmos_predict2.py):
+the network's raw output, and the denoised step output with the rectified flow's scaling; image-to-video under a
+noise mask keeping its first latent frame (the inverted mask joined, per-frame timesteps)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.recorded_tensors import load_json, tensor
+
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_cosmos_predict2.json.xz")
+T2I = "diffusion_models/cosmos_predict2_2B_t2i_tiny.safetensors"
+I2V = "diffusion_models/cosmos_predict2_2B_video2world_tiny.safetensors"
+
+
+def load(ws, rel: str):
+    from nodes.loaders import make_ref
+    from nodes.models.loader import load_diffusion_model
+
+    return load_diffusion_model(make_ref("diffusion_model", "cosmos_predict2", [ws.models_dir / rel]))
+
+
+def test_fixture_was_recorded_on_these_files(demo_workspace) -> None:
+    for rel, digest in FIXTURE["sha256"].items():
+        assert hashlib.sha256((demo_workspace.models_dir / rel).read_bytes()).hexdigest() == digest, rel
+
+
+def test_detection_reads_the_published_keys(demo_workspace, tmp_path) -> None:
+    from safetensors.torch import save_file
+
+    from nodes.models.detect import probe
+
+    for rel in (T2I, I2V):
+        info = probe(demo_workspace.models_dir / rel)
+        assert (info.arch, info.kind, info.prefix) == ("cosmos_predict2", "diffusion_model", "net.")
+    # the same keys with the LLM adapter are Anima's
+    assert probe(demo_workspace.models_dir / "diffusion_models/anima_tiny.safetensors").arch == "anima"
+    # ComfyUI's own prefix and a bare file are read too
+    for prefix in ("model.diffusion_model.", ""):
+        path = tmp_path / f"cosmos{len(prefix)}.safetensors"
+        keys = ("blocks.0.mlp.layer1.weight", "x_embedder.proj.1.weight")
+        save_file({prefix + k: torch.zeros(4, 68) for k in keys}, str(path))
+        assert (probe(path).arch, probe(path).prefix) == ("cosmos_predict2", prefix)
+
+
+def test_config_follows_comfyuis_table(demo_workspace) -> None:
+    t2i, i2v = load(demo_workspace, T2I), load(demo_workspace, I2V)
+    assert (t2i.config["in_channels"], i2v.config["in_channels"]) == (17, 18)
+    assert t2i.config["rope_scale"] == (1.0, 4.0, 4.0)
+    assert i2v.config["rope_scale"] == (1.0, 1.0, 1.0)  # 0.3.64 sets 3.0 / 2.0 only at the 2B / 14B widths
+    recorded = FIXTURE["cases"]["t2i"]["config"]
+    assert (recorded["image_model"], recorded["model_channels"]) == ("cosmos_predict2", 192)
+    assert t2i.config["num_layers"] == recorded.get("num_blocks", 10)
+
+
+@pytest.mark.parametrize("case", sorted(FIXTURE["cases"]))
+def test_step_equals_comfyuis(demo_workspace, case: str) -> None:
+    torch.set_num_threads(1)
+    want = FIXTURE["cases"][case]
+    model = load(demo_workspace, want["file"])
+    ms = model_sampling(model)
+    x, context = tensor(want["x"]), tensor(want["context"])
+    sigma = torch.full([x.shape[0]], want["sigma"])
+    mask = tensor(want["denoise_mask"]) if "denoise_mask" in want else None
+    with torch.no_grad():
+        t = ms.timestep(sigma)
+        torch.testing.assert_close(t.float(), tensor(want["raw_t"]), atol=1e-7, rtol=0)
+        raw = model.module(
+            hidden_states=torch.cat([tensor(want["raw_x"]), torch.zeros_like(x[:, :1])], dim=1),
+            timestep=t,
+            encoder_hidden_states=context,
+            return_dict=False,
+        )[0]
+        xc = ms.calculate_input(sigma, x)
+        cond = {"context": context} if mask is None else {"context": context, "denoise_mask": mask}
+        out = model.apply(xc, model.step_timesteps(t, mask), cond)
+        denoised = ms.calculate_denoised(sigma, out, x)
+    torch.testing.assert_close(raw, tensor(want["raw"]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(denoised, tensor(want["denoised"]), atol=1e-5, rtol=0)
+    if mask is not None:  # the kept frame saw timestep 0: without the mask the step differs
+        other = model.apply(xc, t, {"context": context})
+        assert (ms.calculate_denoised(sigma, other, x) - denoised).abs().max() > 1e-3
+
+
+def model_sampling(model):
+    from nodes.sampling.model_sampling import model_sampling_from_config
+
+    return model_sampling_from_config(model.sampling)
+
+
+def test_inpaint_latent_gives_the_kept_frames_back_unnoised(demo_workspace) -> None:
+    model = load(demo_workspace, I2V)
+    ms = model_sampling(model)
+    latent = torch.randn(1, 16, 2, 4, 4)
+    sigma = torch.tensor([3.0])
+    kept = model.inpaint_latent(ms, sigma, torch.randn_like(latent), latent)
+    torch.testing.assert_close(ms.calculate_input(sigma, kept), latent)
+
+
+def test_wrong_channels_are_refused_by_name(tmp_path) -> None:
+    from nodes.models.cosmos_predict2 import infer_config
+
+    sd = {"patch_embed.proj.weight": torch.zeros(192, 80), "transformer_blocks.0.attn1.norm_q.weight": torch.zeros(12)}
+    with pytest.raises(ValueError, match="Cosmos Predict2's take 16 latent channels"):
+        infer_config(sd)
