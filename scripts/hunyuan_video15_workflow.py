@@ -1,7 +1,7 @@
 """Write workflows_json/hunyuan_video15_i2v.ui.json / .json and hunyuan_video15_t2v.ui.json / .json: the web UI's
 HunyuanVideo 1.5 720p image-to-video and text-to-video templates (video_hunyuan_video_1.5_720p_i2v / _t2v) on the
-tiny files (nodes/models/hunyuan_video15_demo.py): their own graphs with the SigLIP, Qwen2.5-VL (+ the ByT5
-stand-in), DiT and VAE files substituted, example.png as the start image, 64x48 and 5 frames in place of 1280x720
+tiny files (nodes/models/hunyuan_video15_demo.py): their own graphs with the SigLIP, Qwen2.5-VL, ByT5,
+DiT and VAE files substituted, example.png as the start image, 64x48 and 5 frames in place of 1280x720
 and 121, 3 steps in place of 20, seed 42. Their 1080p super-resolution stage stays muted as shipped
 (HunyuanVideo15SuperResolution / HunyuanVideo15LatentUpscaleWithModel are not offered yet); the API format is our
 UI converter's output.
@@ -22,7 +22,10 @@ WORKFLOWS = {  # our name -> the template
 }
 SUBSTITUTE = {
     "CLIPVisionLoader": [(0, "sigclip-vision-tiny.safetensors")],
-    "DualCLIPLoader": [(0, "qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors"), (1, "flux-tiny-t5.safetensors")],
+    "DualCLIPLoader": [
+        (0, "qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors"),
+        (1, "byt5_small_glyphxl_tiny.safetensors"),
+    ],
     "UNETLoader": [(0, "hunyuanvideo1.5_tiny.safetensors")],
     "VAELoader": [(0, "hunyuanvideo15_vae_tiny.safetensors")],
     "LoadImage": [(0, "example.png")],

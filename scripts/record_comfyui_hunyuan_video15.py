@@ -9,10 +9,11 @@ Run inside that ComfyUI's own environment (it imports ComfyUI's modules; nothing
         <models> <input folder with example.png> /work/main/workflows_json/hunyuan_video15_i2v.json \\
         /work/main/workflows_json/hunyuan_video15_t2v.json
 
-ComfyUI reads the transformer's widths from the file but fixes two: supported_models.HunyuanVideo15 asks vision_in_dim
-1152 (SigLIP so400m's width; the tiny image projection takes sigclip-vision-tiny's 32) and the VAE is 128..1024 wide
-with two resnets per stage. So that its own classes take the tiny files, this script gives HunyuanVideo15's
-unet_config the file's vision width and its vae_refiner Encoder and Decoder the tiny file's stage widths and resnet
+ComfyUI reads the transformer's widths from the file but fixes some: supported_models.HunyuanVideo15 asks vision_in_dim
+1152 (SigLIP so400m's width; the tiny image projection takes sigclip-vision-tiny's 32), the ByT5 mapper is
+1472 -> 2048 wide and the ByT5 encoder ByT5-small's, the VAE is 128..1024 wide with two resnets per stage. So that
+its own classes take the tiny files, this script gives HunyuanVideo15's unet_config the file's vision width, the
+mapper and ByT5 the files' widths, its vae_refiner Encoder and Decoder the tiny file's stage widths and resnet
 count, and changes nothing else (model detection, model_base.HunyuanVideo15 with its concat_cond
 and extra_conds, FLOW sampling at shift 7, the latent format, comfy/sd.py's VAE wrapper are ComfyUI's).
 
@@ -47,6 +48,8 @@ FILES = {
     "transformer": "diffusion_models/hunyuanvideo1.5_tiny.safetensors",
     "vae": "vae/hunyuanvideo15_vae_tiny.safetensors",
     "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors",
+    # hunyuan-image-2.1-tiny's glyph ByT5 (nodes.models.hunyuan_image_demo), the same ByT5-small glyph reading
+    "byt5": "text_encoders/byt5_small_glyphxl_tiny.safetensors",
 }
 HEAD = 128  # ComfyUI's Qwen2.5-VL head width
 PROMPTS = {
@@ -55,10 +58,11 @@ PROMPTS = {
     "head) moves alertly through a sun-dappled, dense coniferous forest.",
     "empty": "",
     "plain": "a paper airplane gliding between skyscrapers",
+    "quoted": 'a neon sign that says "OPEN" flickers over a wet street, \u201cbienvenue\u201d below',
 }
 TEXT_WIDTH = 32  # the tiny Qwen2.5-VL's (nodes.models.qwen_image_demo)
 VISION_WIDTH = 32  # sigclip-vision-tiny's (nodes.models.redux_demo)
-BYT5_WIDTH = 1472
+BYT5_WIDTH = 32  # the tiny glyph ByT5's (its mapper's input; ComfyUI fixes 1472)
 
 
 def tiny_vae_widths(vae_sd: dict) -> None:
@@ -100,23 +104,60 @@ def tiny_text_sizes(te: dict) -> None:
     comfy.sd.detect_te_model = detect_te_tiny
 
 
-def dual_clip_hunyuan_video15(qwen_sd: dict):
-    """The CLIP DualCLIPLoader type hunyuan_video_15 builds (comfy/sd.py's two-file branch: hunyuan_image.te with
-    its ByT5, HunyuanVideo15Tokenizer), given the Qwen2.5-VL file alone: ComfyUI's ByT5 is fixed 1472 wide, and it
-    reads only a prompt's quoted text, which these prompts have none of (so it is built and left unloaded)."""
-    import comfy.supported_models_base
-    import comfy.text_encoders.hunyuan_image
-    import comfy.text_encoders.hunyuan_video
+def tiny_byt5(byt5: dict, dit: dict) -> None:
+    """Give ComfyUI's ByT5 glyph encoder the tiny file's config (its byt5_config_small_glyph.json at the file's
+    sizes: 8-wide heads) and the DiT's ByT5 mapper the file's widths (ComfyUI fixes 1472 -> 2048), as
+    scripts/record_comfyui_hunyuan_image.py does."""
+    import os
+    import tempfile
 
-    target = comfy.supported_models_base.ClipTarget(
-        comfy.text_encoders.hunyuan_video.HunyuanVideo15Tokenizer,
-        comfy.text_encoders.hunyuan_image.te(**comfy.sd.llama_detect([qwen_sd])),
+    import comfy.ldm.hunyuan_video.model
+    import comfy.sd1_clip
+    import comfy.text_encoders.hunyuan_image
+    import comfy.text_encoders.t5
+
+    config = {
+        "d_ff": byt5["encoder.block.0.layer.1.DenseReluDense.wo.weight"].shape[1],
+        "d_kv": 8,
+        "d_model": byt5["shared.weight"].shape[1],
+        "dense_act_fn": "gelu_pytorch_tanh",
+        "is_gated_act": True,
+        "layer_norm_epsilon": 1e-6,
+        "model_type": "t5",
+        "num_heads": byt5["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // 8,
+        "num_layers": len({k.split(".")[2] for k in byt5 if k.startswith("encoder.block.")}),
+        "relative_attention_num_buckets": 32,
+        "vocab_size": byt5["shared.weight"].shape[0],
+    }
+    path = os.path.join(tempfile.mkdtemp(), "byt5_config_tiny.json")  # outside the repository
+    with open(path, "w") as f:
+        json.dump(config, f)
+
+    class TinyByT5(comfy.sd1_clip.SDClipModel):  # ComfyUI's ByT5SmallModel arguments, the tiny config
+        def __init__(self, device="cpu", layer="last", layer_idx=None, dtype=None, model_options=None):
+            super().__init__(
+                device=device,
+                layer=layer,
+                layer_idx=layer_idx,
+                textmodel_json_config=path,
+                dtype=dtype,
+                model_options=model_options or {},
+                special_tokens={"end": 1, "pad": 0},
+                model_class=comfy.text_encoders.t5.T5,
+                enable_attention_masks=True,
+                zero_out_masked=True,
+            )
+
+    comfy.text_encoders.hunyuan_image.ByT5SmallModel = TinyByT5
+    hidden, width_in = dit["byt5_in.fc1.weight"].shape
+    mapper = comfy.ldm.hunyuan_video.model.ByT5Mapper
+    comfy.ldm.hunyuan_video.model.ByT5Mapper = lambda in_dim, out_dim, hidden_dim, out_dim1, **kw: mapper(
+        width_in, hidden, hidden, out_dim1, **kw
     )
-    return comfy.sd.CLIP(target, parameters=comfy.utils.calculate_parameters(qwen_sd), state_dict=[qwen_sd])
 
 
 def record_text(clip) -> dict:
-    """DualCLIPLoader type hunyuan_video_15's tokens and conditioning (its ByT5 is built but reads only quotes)."""
+    """DualCLIPLoader type hunyuan_video_15's tokens and conditioning (ByT5 states of the quoted text beside)."""
     out = {}
     for name, text in PROMPTS.items():
         tokens = clip.tokenize(text)
@@ -124,8 +165,9 @@ def record_text(clip) -> dict:
         out[name] = {
             "prompt": text,
             "ids": [t for t, *_ in tokens["qwen25_7b"][0]],
-            "byt5": "byt5" in tokens,
+            "byt5_ids": [t for t, *_ in tokens["byt5"][0]] if "byt5" in tokens else None,
             "cond": b64(result["cond"]),
+            "byt5": b64(result["conditioning_byt5small"]) if "conditioning_byt5small" in result else None,
             "extra_keys": sorted(k for k in result if k not in ("cond", "pooled_output")),
         }
     return out
@@ -287,7 +329,7 @@ def workflow_classes() -> dict:
 
     import nodes
 
-    core = ["UNETLoader", "VAELoader", "CLIPTextEncode", "CLIPVisionEncode", "LoadImage", "VAEDecode"]
+    core = ["UNETLoader", "VAELoader", "DualCLIPLoader", "CLIPTextEncode", "CLIPVisionEncode", "LoadImage", "VAEDecode"]
     classes = {n: getattr(nodes, n) for n in core}
     for module, names in (
         ("nodes_hunyuan", ["HunyuanVideo15ImageToVideo", "EmptyHunyuanVideo15Latent"]),
@@ -303,12 +345,11 @@ def workflow_classes() -> dict:
 
 
 def record_workflow(prompt: dict) -> dict:
-    """The workflow node by node with ComfyUI's classes: DualCLIPLoader as dual_clip_hunyuan_video15 builds it
-    (ComfyUI's ByT5 cannot take the tiny stand-in file; these prompts have no quoted text for it), the SigLIP at
-    the tiny sizes, CreateVideo / SaveVideo left out. Returns VAEDecode's frames."""
+    """The workflow node by node with ComfyUI's classes (the SigLIP and ByT5 at the tiny sizes), CreateVideo /
+    SaveVideo left out. Returns VAEDecode's frames."""
     import folder_paths
 
-    for folder in ("diffusion_models", "vae"):
+    for folder in ("diffusion_models", "vae", "text_encoders"):
         folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
     folder_paths.set_input_directory(INPUTS)
     classes = workflow_classes()
@@ -319,11 +360,7 @@ def record_workflow(prompt: dict) -> dict:
             node = prompt[node_id]
             kind = node["class_type"]
             inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
-            if kind == "DualCLIPLoader":
-                assert inputs["type"] == "hunyuan_video_15"
-                qwen = comfy.utils.load_torch_file(f"{MODELS}/text_encoders/{inputs['clip_name1']}")
-                results[node_id] = (dual_clip_hunyuan_video15(qwen),)
-            elif kind == "CLIPVisionLoader":
+            if kind == "CLIPVisionLoader":
                 results[node_id] = load_tiny_siglip(inputs["clip_name"])
             else:
                 results[node_id] = run_node(classes[kind], inputs)
@@ -344,12 +381,15 @@ def main() -> None:
     paths = {name: f"{MODELS}/{rel}" for name, rel in FILES.items()}
     dit_sd = comfy.utils.load_torch_file(paths["transformer"])
     tiny_vision_width(dit_sd)
+    tiny_byt5(comfy.utils.load_torch_file(paths["byt5"]), dit_sd)
     patcher = comfy.sd.load_diffusion_model_state_dict(dit_sd, model_options={"dtype": torch.float32})
     vae_sd = comfy.utils.load_torch_file(paths["vae"])
     tiny_vae_widths(vae_sd)
     vae = comfy.sd.VAE(sd=vae_sd)
     tiny_text_sizes(comfy.utils.load_torch_file(paths["text_encoder"]))
-    clip = dual_clip_hunyuan_video15(comfy.utils.load_torch_file(paths["text_encoder"]))
+    clip = comfy.sd.load_clip(
+        ckpt_paths=[paths["text_encoder"], paths["byt5"]], clip_type=comfy.sd.CLIPType.HUNYUAN_VIDEO_15
+    )
     model = patcher.model
     record = {
         "comfyui": COMMIT,

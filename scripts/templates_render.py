@@ -202,13 +202,13 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^hunyuanimage2\.1", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors"),
     (r"^hunyuanimage2\.1", r"^byt5_small_glyphxl", "byt5_small_glyphxl_tiny.safetensors"),
     # HunyuanVideo 1.5 (nodes/models/hunyuan_video15_demo.py): the 480p/720p t2v/i2v DiTs and Capybara v0.1 (a
-    # HunyuanVideo 1.5 fine-tune in the same layout), the causal VAE, its Qwen2.5-VL; the ByT5 glyph encoder's
-    # stand-in is a tiny T5 encoder (T5's layout; it is read only for quoted text, which is refused for now)
+    # HunyuanVideo 1.5 fine-tune in the same layout), the causal VAE, its Qwen2.5-VL; its ByT5 glyph encoder is
+    # hunyuan-image-2.1-tiny's (the same ByT5-small glyph file)
     (None, r"^hunyuanvideo1\.5_(480p|720p)_(i2v|t2v)(?!.*distilled)", "hunyuanvideo1.5_tiny.safetensors"),
     (None, r"^capybara_v0\.1", "hunyuanvideo1.5_tiny.safetensors"),
     (None, r"^hunyuanvideo15_vae", "hunyuanvideo15_vae_tiny.safetensors"),
     (r"^hunyuanvideo1\.5|^capybara_v0", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors"),
-    (r"^hunyuanvideo1\.5|^capybara_v0", r"^byt5_small_glyphxl", "flux-tiny-t5.safetensors"),
+    (r"^hunyuanvideo1\.5|^capybara_v0", r"^byt5_small_glyphxl", "byt5_small_glyphxl_tiny.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
     # and Flux's VAE (nodes/models/hidream_demo.py)
     (None, r"^hidream_(i1|e1)", "hidream_i1_tiny.safetensors"),

@@ -233,6 +233,22 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     """A HunyuanVideo 1.5 DiffusionModel from its published file, LoRAs merged in the file's names; computed in
     float32."""
     from diffusers import HunyuanVideo15Transformer3DModel
+    from diffusers.models.transformers.transformer_hunyuan_video15 import HunyuanVideo15ByT5TextProjection
+
+    byt5_hidden: list[int] = []  # the glyph mapper's width, read with the config (diffusers and ComfyUI fix 2048)
+
+    def checked(sd: dict[str, torch.Tensor]) -> dict[str, Any]:
+        config = infer_config(sd)
+        byt5_hidden.append(int(sd["context_embedder_2.linear_1.weight"].shape[0]))
+        return config
+
+    def build(**config: Any) -> torch.nn.Module:
+        module = HunyuanVideo15Transformer3DModel(**config)
+        if byt5_hidden[0] != module.context_embedder_2.linear_2.in_features:
+            module.context_embedder_2 = HunyuanVideo15ByT5TextProjection(
+                config["text_embed_2_dim"], byt5_hidden[0], config["num_attention_heads"] * HEAD
+            )
+        return module
 
     module, config = load_single_file_transformer(
         ref,
@@ -241,8 +257,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         layout=authors_layout,
         lora_targets=lora_targets,
         convert=to_diffusers_layout,
-        infer_config=infer_config,
-        model_class=HunyuanVideo15Transformer3DModel,
+        infer_config=checked,
+        model_class=build,
     )
     return HunyuanVideo15DiffusionModel(
         arch="hunyuan_video15",

@@ -5,7 +5,7 @@
   blocks, two token-refiner blocks, 65 input channels (noise, image latent, mask) as the i2v and t2v files have;
   taking the 32-wide states of the tiny Qwen2.5-VL (nodes.models.qwen_image_demo) and of sigclip-vision-tiny
   (nodes.models.redux_demo: ComfyUI fixes SigLIP so400m's 1152 there, which its recorder gives the tiny width); the
-  ByT5 mapper at ComfyUI's fixed 1472 -> 2048 -> 2048;
+  ByT5 glyph mapper from hunyuan-image-2.1-tiny's 32-wide ByT5 through 64 (ComfyUI fixes 1472 -> 2048 -> 2048);
 - vae/hunyuanvideo15_vae_tiny.safetensors: the causal 16x / 4x VAE in the authors' names (`encoder.down.N.block.M`,
   `.downsample.conv.conv`, `decoder.up.N.upsample.conv.conv`, `mid.attn_1.q`, RMS `gamma`), five stages 32..64
   wide, one resnet each;
@@ -20,10 +20,12 @@ from pathlib import Path
 
 import torch
 from diffusers import AutoencoderKLHunyuanVideo15, HunyuanVideo15Transformer3DModel
+from diffusers.models.transformers.transformer_hunyuan_video15 import HunyuanVideo15ByT5TextProjection
 from safetensors.torch import save_file
 from transformers import Qwen2Config, Qwen2Model
 
 from nodes.models.flux_demo import randomize_constants
+from nodes.models.hunyuan_image_demo import BYT5_MAPPER_WIDTH, BYT5_WIDTH
 from nodes.models.hunyuan_image_demo import dit_to_authors as shared_to_authors
 from nodes.models.hunyuan_video15 import to_diffusers_layout
 from nodes.models.hunyuan_video15_vae import to_diffusers_layout as vae_to_diffusers
@@ -50,7 +52,7 @@ DIT_CONFIG = {
     "patch_size": 1,
     "patch_size_t": 1,
     "text_embed_dim": TEXT_WIDTH,
-    "text_embed_2_dim": 1472,  # ComfyUI's ByT5Mapper takes ByT5-small's 1472 whatever the file
+    "text_embed_2_dim": BYT5_WIDTH,  # hunyuan-image-2.1-tiny's glyph ByT5 (ComfyUI fixes ByT5-small's 1472)
     "image_embed_dim": SIGLIP_SIZES.width,
     "rope_axes_dim": (16, 56, 56),
 }
@@ -127,6 +129,9 @@ def tiny_hunyuan_video15_state_dicts(seed: int = SEED) -> dict[str, dict[str, to
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
         transformer = HunyuanVideo15Transformer3DModel(**DIT_CONFIG)
+        transformer.context_embedder_2 = HunyuanVideo15ByT5TextProjection(  # diffusers fixes the mapper 2048 wide
+            BYT5_WIDTH, BYT5_MAPPER_WIDTH, DIT_CONFIG["num_attention_heads"] * DIT_CONFIG["attention_head_dim"]
+        )
         vae = AutoencoderKLHunyuanVideo15(**VAE_CONFIG)
         randomize_constants(transformer, gen)  # norm scales start at one: a skipped or swapped norm would not show
         randomize_constants(vae, gen)

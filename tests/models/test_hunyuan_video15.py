@@ -24,7 +24,7 @@ from tests.recorded_tensors import at_recorded, load_json, tensor
 
 FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_hunyuan_video15.json")
 TOL = 1e-5
-TEXT_WIDTH, VISION_WIDTH, BYT5_WIDTH = 32, 32, 1472
+TEXT_WIDTH, VISION_WIDTH, BYT5_WIDTH = 32, 32, 32
 
 
 @pytest.fixture(scope="module")
@@ -207,9 +207,17 @@ def test_latent_nodes_equal_comfyuis(workspace):
 
 
 @pytest.fixture(scope="module")
-def text_encoder(files):
-    """DualCLIPLoader type hunyuan_video_15 on the tiny Qwen2.5-VL (ComfyUI's ByT5 reads only quoted text)."""
-    ref = make_ref("text_encoder", "hunyuan_video15", [files["text_encoder"]], clip_type="hunyuan_video_15")
+def text_encoder(files, tmp_path_factory):
+    """DualCLIPLoader type hunyuan_video_15 on the tiny Qwen2.5-VL and hunyuan-image-2.1-tiny's glyph ByT5 (the
+    recorded files)."""
+    from nodes.models.hunyuan_image_demo import FILES as IMAGE_FILES
+    from nodes.models.hunyuan_image_demo import build_demo_hunyuan_image
+
+    root = tmp_path_factory.mktemp("hv15_byt5")
+    build_demo_hunyuan_image(root)
+    byt5 = root / IMAGE_FILES["byt5"]
+    assert hashlib.sha256(byt5.read_bytes()).hexdigest() == FIXTURE["files"]["byt5"]
+    ref = make_ref("text_encoder", "hunyuan_video15", [files["text_encoder"], byt5], clip_type="hunyuan_video_15")
     return loader.load_text_encoder(ref)
 
 
@@ -218,13 +226,14 @@ def test_text_encoder_tokens_and_conditioning_equal_comfyui(text_encoder, name):
     rec = FIXTURE["text"][name]
     tokens = text_encoder.tokenize(rec["prompt"])
     assert [t for t, _ in tokens["qwen25_7b"][0]] == rec["ids"]
-    assert not rec["byt5"] and rec["extra_keys"] == []  # no quoted text: no glyph tokens; no masked token
+    assert rec["extra_keys"] == ([] if rec["byt5"] is None else ["conditioning_byt5small"])  # no masked token
     cond, pooled = text_encoder.encode(tokens)
     assert pooled is None
     assert cond.shape == tensor(rec["cond"]).shape
     assert (cond - tensor(rec["cond"])).abs().max().item() < TOL
-
-
-def test_quoted_text_is_refused_by_name(text_encoder):
-    with pytest.raises(ValueError, match="ByT5 glyph encoder"):
-        text_encoder.tokenize('a sign that says "OPEN"')
+    extras = text_encoder.extras(tokens)
+    if rec["byt5"] is None:  # no quoted text: no glyph tokens
+        assert "byt5" not in tokens and not extras
+    else:
+        assert [t for t, _ in tokens["byt5"][0]] == rec["byt5_ids"]
+        assert (extras["conditioning_byt5small"] - tensor(rec["byt5"])).abs().max().item() < TOL
