@@ -11,7 +11,9 @@ model_base.CosmosPredict2, unchanged: the tiny sizes are those it builds for an 
 inputs: the MiniTrainDIT's raw output, and model.apply_model's denoised output (the rectified flow's input and
 output scaling, the timestep sigma / (sigma + 1)); for the image-to-video file under a noise mask keeping the first
 latent frame, as a sampler's step hands it over: c_concat 1 - mask (concat key "mask_inverted") and denoise_mask
-(process_timestep's per-frame timesteps).
+(process_timestep's per-frame timesteps). And comfy_extras.nodes_cosmos' CosmosPredict2ImageToVideoLatent on the tiny
+Wan 2.1 VAE (vae/wan_2.1_vae_tiny.safetensors through comfy.sd.VAE, its base width read from the file) with a start image, an end image, both and
+neither.
 """
 
 from __future__ import annotations
@@ -23,11 +25,22 @@ from comfyui_recording import b64, comfyui_on_cpu, sha256, write_json
 
 OUT, WORKSPACE = sys.argv[1:3]
 comfyui_on_cpu()
+import comfy.ldm.wan.vae
 import comfy.sd
+import comfy.utils
+import comfy_extras.nodes_cosmos
 
 COMMIT = "a125cd84"
 T2I = "diffusion_models/cosmos_predict2_2B_t2i_tiny.safetensors"
 I2V = "diffusion_models/cosmos_predict2_2B_video2world_tiny.safetensors"
+VAE = "vae/wan_2.1_vae_tiny.safetensors"
+# (seed, width, height, length, batch_size, start frames, end frames): the images are 40x56 seeded noise
+NODE_CASES = {
+    "start": (5, 64, 48, 13, 2, 1, 0),
+    "end": (6, 48, 32, 9, 1, 0, 1),
+    "start_and_end_two_frames": (7, 32, 32, 17, 1, 2, 1),
+    "none": (8, 32, 48, 5, 3, 0, 0),
+}
 # (file, seed, latent shape, context rows, sigma, keep first frame)
 CASES = {
     "t2i": (T2I, 1, [1, 16, 1, 8, 8], 7, 1.7, False),
@@ -73,13 +86,34 @@ def record(case) -> dict:
     return entry
 
 
+def record_node(vae, case) -> dict:
+    seed, width, height, length, batch_size, starts, ends = case
+    gen = torch.Generator().manual_seed(seed)
+    start = torch.rand([starts, 40, 56, 3], generator=gen) if starts else None
+    end = torch.rand([ends, 40, 56, 3], generator=gen) if ends else None
+    args = {"vae": vae, "width": width, "height": height, "length": length, "batch_size": batch_size}
+    with torch.no_grad():
+        (out,) = comfy_extras.nodes_cosmos.CosmosPredict2ImageToVideoLatent.execute(
+            **args, start_image=start, end_image=end
+        ).result
+    entry = {"samples": b64(out["samples"])}
+    if "noise_mask" in out:
+        entry["noise_mask"] = b64(out["noise_mask"])
+    return entry
+
+
 def main() -> None:
     torch.set_num_threads(1)
     data = {
         "comfyui_commit": COMMIT,
-        "sha256": {name: sha256(f"{WORKSPACE}/models/{name}") for name in (T2I, I2V)},
+        "sha256": {name: sha256(f"{WORKSPACE}/models/{name}") for name in (T2I, I2V, VAE)},
         "cases": {name: record(case) for name, case in CASES.items()},
     }
+    vae_sd = comfy.utils.load_torch_file(f"{WORKSPACE}/models/{VAE}")
+    wan = comfy.ldm.wan.vae.WanVAE  # ComfyUI fixes the Wan VAE's base width (96); the tiny file's is narrower
+    comfy.ldm.wan.vae.WanVAE = lambda **cfg: wan(**{**cfg, "dim": vae_sd["encoder.conv1.weight"].shape[0]})
+    vae = comfy.sd.VAE(sd=vae_sd)
+    data["node"] = {name: record_node(vae, case) for name, case in NODE_CASES.items()}
     print(write_json(OUT, data))
 
 

@@ -109,3 +109,43 @@ def test_wrong_channels_are_refused_by_name(tmp_path) -> None:
     sd = {"patch_embed.proj.weight": torch.zeros(192, 80), "transformer_blocks.0.attn1.norm_q.weight": torch.zeros(12)}
     with pytest.raises(ValueError, match="Cosmos Predict2's take 16 latent channels"):
         infer_config(sd)
+
+
+# (seed, width, height, length, batch_size, start frames, end frames), as the recorder draws them
+NODE_CASES = {
+    "start": (5, 64, 48, 13, 2, 1, 0),
+    "end": (6, 48, 32, 9, 1, 0, 1),
+    "start_and_end_two_frames": (7, 32, 32, 17, 1, 2, 1),
+    "none": (8, 32, 48, 5, 3, 0, 0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NODE_CASES))
+def test_image_to_video_latent_equals_comfyuis(demo_workspace, case: str) -> None:
+    import asyncio
+
+    from nodes.library.cosmos import CosmosPredict2ImageToVideoLatent
+    from nodes.loaders import make_ref
+
+    torch.set_num_threads(1)
+    seed, width, height, length, batch_size, starts, ends = NODE_CASES[case]
+    gen = torch.Generator().manual_seed(seed)
+    start = torch.rand([starts, 40, 56, 3], generator=gen) if starts else None
+    end = torch.rand([ends, 40, 56, 3], generator=gen) if ends else None
+    vae = make_ref("vae", "qwen_image", [demo_workspace.models_dir / "vae/wan_2.1_vae_tiny.safetensors"])
+    node = CosmosPredict2ImageToVideoLatent()
+    (latent,) = asyncio.run(node.execute(vae, width, height, length, batch_size, start_image=start, end_image=end))
+    want = FIXTURE["node"][case]
+    assert sorted(latent) == sorted(want)
+    torch.testing.assert_close(latent["samples"], tensor(want["samples"]), atol=1e-5, rtol=0)
+    if "noise_mask" in want:
+        torch.testing.assert_close(latent["noise_mask"], tensor(want["noise_mask"]), atol=0, rtol=0)
+
+
+def test_cosmos1_image_to_video_refuses_images_by_name() -> None:
+    from nodes.library.cosmos import CosmosImageToVideoLatent
+
+    (latent,) = CosmosImageToVideoLatent().execute(None, 64, 48, 17, 2)
+    assert list(latent["samples"].shape) == [1, 16, 3, 6, 8] and not latent["samples"].any()
+    with pytest.raises(NotImplementedError, match="Cosmos 1.0's video VAE"):
+        CosmosImageToVideoLatent().execute(None, 64, 48, 17, 1, start_image=torch.rand(1, 48, 64, 3))
