@@ -110,6 +110,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             tensors[f"{key}.concat_mask"] = opts["concat_mask"]
         if opts.get("concat_mask_index"):  # Wan 2.2 Fun Control: the mask sits after the control latent
             entry["concat_mask_index"] = int(opts["concat_mask_index"])
+        if opts.get("time_dim_concat") is not None:  # WanPhantomSubjectToVideo: raw latent frames after the video's
+            tensors[f"{key}.time_dim_concat"] = opts["time_dim_concat"]
         if opts.get("camera_conditions") is not None:  # WanCameraImageToVideo: the Fun Camera model's ray maps
             tensors[f"{key}.camera_conditions"] = opts["camera_conditions"]
         if opts.get("vace_frames"):  # WanVaceToVideo (a list: each chained node appends its own)

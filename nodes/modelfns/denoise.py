@@ -347,6 +347,7 @@ class GuidedDenoiser:
                 _shape(self.inputs.get(f"{e['key']}.conditioning_byt5small")),  # Hunyuan Image: ByT5 states, by length
                 # an entry with an edit image and one without never share a pass (ComfyUI's conds cannot concat)
                 f"{e['key']}.concat_latent_image" in self.inputs,
+                _shape(self.inputs.get(f"{e['key']}.time_dim_concat")),  # Wan Phantom: its subject frames
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
                 _animate2_key(self.inputs, e),  # Wan Animate 2: pose branch inputs and strengths
                 self._cascade_tokens(e),  # Stable Cascade stage C: entries with as many image tokens share a pass
@@ -499,6 +500,9 @@ class GuidedDenoiser:
             cond["stable_cascade_prior"] = torch.cat(
                 [p.expand(n, *p.shape[1:]) if p.shape[0] == 1 else p for p in rows]
             )
+        subjects = stacked("time_dim_concat")
+        if subjects is not None:  # Wan Phantom: subject latent frames after the video's, in model space
+            cond["time_dim_concat"] = self.model.latent_format.process_in(subjects.to(device))
         camera = stacked("camera_conditions")
         if camera is not None:  # Wan Fun Camera: its control adapter's input
             cond["camera_conditions"] = camera

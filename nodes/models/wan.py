@@ -271,6 +271,9 @@ class WanDiffusionModel(DiffusionModel):
                 "WanImageToVideo's conditioning"
             )
         inp = pad_to_patch(inp)
+        subjects = cond.get("time_dim_concat")
+        if subjects is not None:  # Wan Phantom: more frames after the video's (cut off the output below)
+            inp = torch.cat([inp, pad_to_patch(subjects.to(inp))], dim=2)
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device)
         t = t.reshape(-1).expand(b) if t.numel() in (1, b) and t.dim() < 2 else t
         if t.dim() == 2:  # one timestep per latent frame (Wan 2.2 5B): one per token, as the model takes them
