@@ -55,3 +55,4 @@ class WanPhantomSubjectToVideo:
 
 
 NODE_CLASS_MAPPINGS = {"WanPhantomSubjectToVideo": WanPhantomSubjectToVideo}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

@@ -183,3 +183,4 @@ class WanTrackToVideo:
 
 
 NODE_CLASS_MAPPINGS = {"WanTrackToVideo": WanTrackToVideo}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
