@@ -10,9 +10,11 @@ layers: qkv_lora1 / proj_lora1 onto the image stream's qkv / proj, qkv_lora2 / p
 a single block's qkv_lora onto linear1_qkv and its proj_lora onto the whole linear2 (the LoRA's input is linear2's,
 attention output and MLP activation together). Its `down` / `up` are lora_down / lora_up without an alpha.
 
-Not here: diffusers' / OneTrainer's / SimpleTuner's Flux names (`transformer.transformer_blocks.N.attn.to_q`, ...) and
-BFL's control LoRAs (FLUX.1 Canny / Depth dev LoRAs: bias differences, set norms, a widened img_in); both are
-refused by name."""
+Diffusers' names (ai-toolkit's and diffusers' `transformer.transformer_blocks.N.attn.to_q`, OneTrainer's
+`lora_transformer_`, SimpleTuner's `lycoris_`, DiffSynth's bare names) map as comfy.utils.flux_to_diffusers maps them:
+to_q / to_k / to_v (and add_q_proj ... for the text stream) onto their rows of the fused qkv, a single block's to_q /
+to_k / to_v / proj_mlp onto their rows of linear1. Not here, refused by name: `norm_out.linear` (ComfyUI swaps its
+scale and shift halves) and BFL's control LoRAs (FLUX.1 Canny / Depth dev LoRAs: set norms, a widened img_in)."""
 
 from __future__ import annotations
 
@@ -56,10 +58,69 @@ def is_control_lora(lora: Mapping[str, torch.Tensor]) -> bool:
     return all(k in lora for k in CONTROL_MARKERS)
 
 
+_DOUBLE = {  # diffusers' name in a double block -> BFL's
+    "attn.to_out.0": "img_attn.proj",
+    "norm1.linear": "img_mod.lin",
+    "norm1_context.linear": "txt_mod.lin",
+    "attn.to_add_out": "txt_attn.proj",
+    "ff.net.0.proj": "img_mlp.0",
+    "ff.net.2": "img_mlp.2",
+    "ff_context.net.0.proj": "txt_mlp.0",
+    "ff_context.net.2": "txt_mlp.2",
+    "ff.linear_in": "img_mlp.0",  # LyCORIS's LoKr names
+    "ff.linear_out": "img_mlp.2",
+    "ff_context.linear_in": "txt_mlp.0",
+    "ff_context.linear_out": "txt_mlp.2",
+}
+_SINGLE = {
+    "norm.linear": "modulation.lin",
+    "proj_out": "linear2",
+    "attn.to_qkv_mlp_proj": "linear1",
+    "attn.to_out": "linear2",
+}
+_GLOBAL = {
+    "proj_out": "final_layer.linear",
+    "x_embedder": "img_in",
+    "context_embedder": "txt_in",
+    "time_text_embed.timestep_embedder.linear_1": "time_in.in_layer",
+    "time_text_embed.timestep_embedder.linear_2": "time_in.out_layer",
+    "time_text_embed.text_embedder.linear_1": "vector_in.in_layer",
+    "time_text_embed.text_embedder.linear_2": "vector_in.out_layer",
+    "time_text_embed.guidance_embedder.linear_1": "guidance_in.in_layer",
+    "time_text_embed.guidance_embedder.linear_2": "guidance_in.out_layer",
+}
+
+
+def diffusers_names(bfl_sd: Mapping[str, torch.Tensor]) -> dict[str, str | WeightSlice]:
+    """diffusers' layer names -> the BFL weight or its rows (comfy.utils.flux_to_diffusers' map, weights only)."""
+    hidden = bfl_sd["img_in.weight"].shape[0]
+    out: dict[str, str | WeightSlice] = {}
+
+    def rows(key: str, names: tuple[str, ...], prefix: str, start: int = 0) -> None:
+        for i, name in enumerate(names):
+            out[f"{prefix}{name}"] = WeightSlice(key, 0, start + i * hidden, hidden)
+
+    blocks = {int(k.split(".")[1]) for k in bfl_sd if k.startswith("double_blocks.")}
+    for i in sorted(blocks):
+        d, b = f"transformer_blocks.{i}.", f"double_blocks.{i}."
+        rows(b + "img_attn.qkv.weight", ("to_q", "to_k", "to_v"), d + "attn.")
+        rows(b + "txt_attn.qkv.weight", ("add_q_proj", "add_k_proj", "add_v_proj"), d + "attn.")
+        out.update({d + k: b + v + ".weight" for k, v in _DOUBLE.items()})
+    for i in sorted({int(k.split(".")[1]) for k in bfl_sd if k.startswith("single_blocks.")}):
+        d, b = f"single_transformer_blocks.{i}.", f"single_blocks.{i}."
+        rows(b + "linear1.weight", ("to_q", "to_k", "to_v"), d + "attn.")
+        out[d + "proj_mlp"] = WeightSlice(b + "linear1.weight", 0, 3 * hidden, 4 * hidden)
+        out.update({d + k: b + v + ".weight" for k, v in _SINGLE.items()})
+    out.update({k: v + ".weight" for k, v in _GLOBAL.items()})
+    return {k: v for k, v in out.items() if (v.key if isinstance(v, WeightSlice) else v) in bfl_sd}
+
+
 def lora_targets(bfl_sd: Mapping[str, torch.Tensor]) -> LoraTargets:
     """The names ComfyUI maps for a Flux LoRA, for a state dict in BFL's unprefixed names."""
     tops = tuple(sorted({k.split(".")[0] + "." for k in bfl_sd}))
     family = ("lora_unet_", "diffusion_model.", "transformer.", "lycoris_", "lora_transformer_") + tops
+    diffusers = diffusers_names(bfl_sd)
+    family += tuple(sorted({d.split(".")[0] + "." for d in diffusers}))  # DiffSynth's bare diffusers names
     targets = LoraTargets(family, {})
     hidden = bfl_sd["img_in.weight"].shape[0]
     for key in bfl_sd:
@@ -69,4 +130,7 @@ def lora_targets(bfl_sd: Mapping[str, torch.Tensor]) -> LoraTargets:
         targets.add(key, "diffusion_model." + name, "lora_unet_" + name.replace(".", "_"))
         if name.endswith(".linear1") and name.startswith("single_blocks."):
             targets.add(WeightSlice(key, 0, 0, 3 * hidden), f"diffusion_model.{name}_qkv")
+    for d, target in diffusers.items():
+        flat = d.replace(".", "_")
+        targets.add(target, "transformer." + d, "lycoris_" + flat, "lora_transformer_" + flat, d)
     return targets

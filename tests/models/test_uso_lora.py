@@ -73,12 +73,13 @@ def test_flux_loras_of_unknown_names_are_refused(demo_workspace) -> None:
     from nodes.models.errors import ModelLoadError
     from nodes.models.loader import load_diffusion_model
 
-    name = "flux_lora_test_diffusers_names.safetensors"
+    name = "flux_lora_test_norm_out.safetensors"
     path = demo_workspace.models_dir / "loras" / name
     save_file(
         {
-            "transformer.transformer_blocks.0.attn.to_q.lora_A.weight": torch.zeros(4, 32),
-            "transformer.transformer_blocks.0.attn.to_q.lora_B.weight": torch.zeros(32, 4),
+            # ComfyUI swaps this layer's scale and shift halves: not merged here
+            "transformer.norm_out.linear.lora_A.weight": torch.zeros(4, 32),
+            "transformer.norm_out.linear.lora_B.weight": torch.zeros(64, 4),
         },
         str(path),
     )
@@ -86,7 +87,7 @@ def test_flux_loras_of_unknown_names_are_refused(demo_workspace) -> None:
         from nodes.loaders import LoraLoaderModelOnly
 
         (model,) = LoraLoaderModelOnly().load_lora_model_only(model_with_lora(None), name, 1.0)
-        with pytest.raises(ModelLoadError, match="transformer_blocks.0.attn.to_q"):
+        with pytest.raises(ModelLoadError, match="norm_out.linear"):
             load_diffusion_model(model)
     finally:
         path.unlink()
