@@ -136,6 +136,12 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Wan 2.2 14B Fun InP's two experts: Wan 2.1 Fun InP's layout (36 input channels: noise, mask, image latent; no
     # CLIP image states), ComfyUI's same i2v detection; workflows_json/wan22_fun_inpaint.json runs that template on it
     (None, r"^wan2\.1_fun_inp_1\.3B|^wan2\.2_fun_inpaint_(high|low)_noise_14B", "wan2.1_fun_inp_1.3B_tiny.safetensors"),
+    # Wan 2.1 ATI (video_wan_ati, WanTrackToVideo): Kijai's file of ByteDance's ATI, a fine-tune of Wan 2.1
+    # image-to-video 14B in its layout (36 input channels, CLIP image states): that family's tiny files stand in
+    (None, r"^Wan2_1-I2V-ATI-14B", "wan2.1_i2v_480p_14B_tiny.safetensors"),
+    (r"^Wan2_1-I2V-ATI-14B", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
+    (r"^Wan2_1-I2V-ATI-14B", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
+    (r"^Wan2_1-I2V-ATI-14B", r"^clip_vision_h", "clip-vision-tiny.safetensors"),
     (r"^wan2\.[12]_", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
     (r"^wan2\.[12]_", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
     (r"^wan2\.2_ti2v_5B", r"^wan2\.2_vae", "wan2.2_vae_tiny.safetensors"),
