@@ -408,6 +408,11 @@ def main() -> None:
         "vae": record_vae(vae),
         "nodes": record_nodes(vae),
         "text": record_text(clip),
+        # the interfaces (GET_NODE_INFO_V1) of the two nodes offered, newer than 0.3.64's recorded /object_info
+        "object_info": {
+            cls.GET_NODE_INFO_V1()["name"]: {**cls.GET_NODE_INFO_V1(), "python_module": "comfy_extras.nodes_hunyuan"}
+            for cls in (nodes_hunyuan.EmptyHunyuanVideo15Latent, nodes_hunyuan.HunyuanVideo15ImageToVideo)
+        },
         "workflow": record_workflow(json.loads(open(WORKFLOW).read())),
         "workflow_t2v": record_workflow(json.loads(open(WORKFLOW_T2V).read())),
     }

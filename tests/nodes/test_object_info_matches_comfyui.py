@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.recorded_tensors import load_json
+
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = Path(__file__).resolve().parent / "fixtures" / "comfyui_0_3_64_object_info.json"
 # Core classes ComfyUI added after 0.3.64 that we offer (FLUX.2), with the newest ComfyUI's interface.
@@ -32,6 +34,8 @@ WAN_ANIMATE2 = Path(__file__).resolve().parent / "fixtures" / "comfyui_wan_anima
 MAGE_FLOW = Path(__file__).resolve().parent / "fixtures" / "comfyui_mage_flow_object_info.json"
 # SeedVR2's nodes (newer than every ComfyUI that runs here), from the newest source.
 SEEDVR2 = Path(__file__).resolve().parent / "fixtures" / "comfyui_seedvr2_object_info.json"
+# HunyuanVideo 1.5's two nodes, recorded from ComfyUI 0.10.0 with the family's numbers (object_info of that fixture).
+HUNYUAN_VIDEO15 = REPO / "tests" / "models" / "fixtures" / "comfyui_hunyuan_video15.json.xz"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
 FILE_COMBOS = {
     "ckpt_name",
@@ -80,6 +84,8 @@ DOCUMENTED_ONLY = {
 TODAY_CLASSES = Path(__file__).resolve().parent / "fixtures" / "comfyui_today_classes.json"
 # Differences we know of and say in docs/compatibility.md, each with its reason; a gap that closes must leave this table.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
+    ("DualCLIPLoader", "input.required.type"): "ComfyUI 0.10.0's type hunyuan_video_15 (HunyuanVideo 1.5's "
+    "Qwen2.5-VL and ByT5) is offered",
     ("CLIPLoader", "input.required.type"): "the newest ComfyUI's type flux2 (FLUX.2 Klein's Qwen3) is offered",
     (
         "FluxKontextMultiReferenceLatentMethod",
@@ -105,6 +111,7 @@ def reference() -> dict[str, dict]:
         **json.loads(QWEN_IMAGE21.read_text())["classes"],
         **json.loads(WAN_ANIMATE2.read_text())["classes"],
         **json.loads(SEEDVR2.read_text())["classes"],
+        **load_json(HUNYUAN_VIDEO15)["object_info"],
         **json.loads(MAGE_FLOW.read_text())["classes"],
     }
 
