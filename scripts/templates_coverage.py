@@ -133,11 +133,19 @@ def committed_renders() -> dict[str, dict]:
     return {row["name"]: row for row in json.loads(RESULT.read_text())["templates"] if "renders" in row}
 
 
+CORE_CLASSES = {"KSampler", "CheckpointLoaderSimple", "VAEDecode", "SaveImage"}
+
+
 def offered_classes() -> set[str]:
     # The registry's core set: nodes.NODE_CLASS_MAPPINGS also gains the packs once a registry is built.
     from comfy_bridge.registry import build_registry
 
-    return set(build_registry(None, load_custom_nodes=False).builtin)
+    offered = set(build_registry(None, load_custom_nodes=False).builtin)
+    # A registry that lost the core (a node module broken mid-edit) would mark every template "not offered" and
+    # overwrite the committed rows: refuse instead.
+    if not CORE_CLASSES <= offered:
+        raise SystemExit(f"the registry lacks core classes {sorted(CORE_CLASSES - offered)}: is a node module broken?")
+    return offered
 
 
 def compute() -> dict:
