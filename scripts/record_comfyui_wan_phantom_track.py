@@ -8,7 +8,8 @@ tiny-size wrappers (and giving the Wan 2.1 VAE the tiny file's base width, which
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_wan_phantom_track.py \\
-        /work/main/tests/models/fixtures/comfyui_wan_phantom_track.json.xz <models dir>
+        /work/main/tests/models/fixtures/comfyui_wan_phantom_track.json.xz <models dir> <input dir> \\
+        /work/main/workflows_json/wan21_ati.json
 
 Recorded: WanPhantomSubjectToVideo's three conditionings (their time_dim_concat) for two subject images of other
 sizes, one evaluation of the Wan 2.1 text-to-video model through ComfyUI's BaseModel with the positive's
@@ -17,7 +18,9 @@ positive and either negative; WanTrackToVideo's concat_mask and
 concat_latent_image for track cases (one track, several tracks, a batch of two samples of their own tracks, a track
 longer than 121 points, single-quoted JSON, batch_size 2 from one sample's tracks, another temperature and topk)
 and its fallback with no tracks (WanImageToVideo's conditioning); and one evaluation of the Wan 2.1 image-to-video
-model on the tracked conditioning with seeded CLIP vision states (concat_cond, apply_model).
+model on the tracked conditioning with seeded CLIP vision states (concat_cond, apply_model); the Wan ATI
+template's workflow (workflows_json/wan21_ati.json, scripts/wan_ati_template_workflow.py) run node by node with
+ComfyUI's classes as record_comfyui_wan.run_workflow runs the others: VAEDecode's frames (a strided grid of them).
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ import json
 import sys
 from pathlib import Path
 
-OUT, MODELS = sys.argv[1:3]
-sys.argv[1:] = [OUT, MODELS, "/nonexistent", "/nonexistent", "/nonexistent"]  # record_comfyui_wan's arguments
+OUT, MODELS, INPUT, WORKFLOW = sys.argv[1:5]
+sys.argv[1:] = [OUT, MODELS, INPUT, "/nonexistent", "/nonexistent"]  # record_comfyui_wan's arguments
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import record_comfyui_wan as base  # it imports ComfyUI with --cpu: before any other ComfyUI module
 import torch
-from comfyui_recording import write_json
+from comfyui_recording import MAX_RECORDED_VALUES, png_rgb, write_json
 
 SOURCE = "ComfyUI 0.3.64 (Comfy-Org/ComfyUI a125cd84)"
 
@@ -222,6 +225,16 @@ def main() -> None:
         "concat": base.b64(concat),
         "denoised": base.b64(denoised),
     }
+    # the ATI template (workflows_json/wan21_ati.json) node by node with ComfyUI's classes, its frames thinned
+    import comfy_extras.nodes_primitive as primitive
+
+    folder_paths.set_input_directory(INPUT)
+    classes = {**core, "WanTrackToVideo": wan.WanTrackToVideo, "PrimitiveStringMultiline": primitive.StringMultiline}
+    base.node_classes = lambda: classes
+    base.png_rgb = lambda image: png_rgb(image, MAX_RECORDED_VALUES)
+    with open(WORKFLOW) as f:
+        prompt = json.load(f)
+    out["workflow_ati"] = {"prompt": prompt, **base.run_workflow(prompt)}
     write_json(OUT, out)
 
 
