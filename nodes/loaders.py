@@ -244,6 +244,8 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
         if clip_type != "ltxv":
             raise ValueError(f"clip_name: {path.name} is a Gemma 4 text encoder; it loads as LTX-2.5's with type ltxv")
         return "ltx2"
+    if file_arch == "t5_old":  # ComfyUI reads the old T5-XXL as Cosmos' encoder whatever the type
+        return "cosmos_predict2"
     if file_arch == "mistral3":  # ComfyUI reads Mistral 3 (FLUX.2 dev's encoder) whatever the type
         return "flux2"
     if clip_type == "mage" and file_arch != "qwen3vl":

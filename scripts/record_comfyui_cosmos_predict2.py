@@ -13,7 +13,10 @@ output scaling, the timestep sigma / (sigma + 1)); for the image-to-video file u
 latent frame, as a sampler's step hands it over: c_concat 1 - mask (concat key "mask_inverted") and denoise_mask
 (process_timestep's per-frame timesteps). And comfy_extras.nodes_cosmos' CosmosPredict2ImageToVideoLatent on the tiny
 Wan 2.1 VAE (vae/wan_2.1_vae_tiny.safetensors through comfy.sd.VAE, its base width read from the file) with a start image, an end image, both and
-neither.
+neither. And the old T5-XXL text encoder (CLIPLoader type cosmos on text_encoders/oldt5_xxl_tiny.safetensors):
+ComfyUI fixes its config (t5_old_config_xxl.json) and tells the file by its 24th block, so this script gives its
+T5 the tiny file's sizes, its tokenizer flux-tiny's T5 vocabulary, and its detection the tiny file; tokens and
+conditioning recorded for a few prompts.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from __future__ import annotations
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, sha256, write_json
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, sha256, tiny_t5_in_comfyui, write_json
 
 OUT, WORKSPACE = sys.argv[1:3]
 comfyui_on_cpu()
 import comfy.ldm.wan.vae
 import comfy.sd
+import comfy.sd1_clip
+import comfy.text_encoders.cosmos
 import comfy.utils
 import comfy_extras.nodes_cosmos
 
@@ -34,6 +39,9 @@ COMMIT = "a125cd84"
 T2I = "diffusion_models/cosmos_predict2_2B_t2i_tiny.safetensors"
 I2V = "diffusion_models/cosmos_predict2_2B_video2world_tiny.safetensors"
 VAE = "vae/wan_2.1_vae_tiny.safetensors"
+TEXT_ENCODER = "text_encoders/oldt5_xxl_tiny.safetensors"
+T5_VOCAB = "/work/main/nodes/models/configs/flux-tiny/t5_vocab.json"
+PROMPTS = ["a red fox in the snow, photo", "a (blue:1.3) car on a (wet:0.7) road", ""]
 # (seed, width, height, length, batch_size, start frames, end frames): the images are 40x56 seeded noise
 NODE_CASES = {
     "start": (5, 64, 48, 13, 2, 1, 0),
@@ -102,6 +110,47 @@ def record_node(vae, case) -> dict:
     return entry
 
 
+def tiny_old_t5() -> None:
+    """ComfyUI's old T5-XXL at the tiny file's sizes (its ungated ReLU feed-forward kept), read by flux-tiny's T5
+    vocabulary, and the tiny file detected as the old T5 (ComfyUI looks for a 24th block)."""
+    path = f"{WORKSPACE}/models/{TEXT_ENCODER}"
+    sd = comfy.utils.load_torch_file(path)
+    tiny_t5_in_comfyui(path, T5_VOCAB, comfy.text_encoders.cosmos)  # the tokenizer (the rest is replaced below)
+    config = {
+        "d_ff": sd["encoder.block.0.layer.1.DenseReluDense.wi.weight"].shape[0],
+        "d_kv": 8,
+        "d_model": sd["shared.weight"].shape[1],
+        "dense_act_fn": "relu",
+        "is_gated_act": False,
+        "layer_norm_epsilon": 1e-6,
+        "model_type": "t5",
+        "num_heads": sd["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // 8,
+        "num_layers": len({k.split(".")[2] for k in sd if k.startswith("encoder.block.")}),
+        "relative_attention_num_buckets": 32,
+        "vocab_size": sd["shared.weight"].shape[0],
+    }
+    clip_init = comfy.sd1_clip.SDClipModel.__init__
+
+    def clip_init_tiny(self, *args, textmodel_json_config=None, **kwargs):
+        if isinstance(textmodel_json_config, str) and "t5_old_config" in textmodel_json_config:
+            textmodel_json_config = config
+        clip_init(self, *args, textmodel_json_config=textmodel_json_config, **kwargs)
+
+    comfy.sd1_clip.SDClipModel.__init__ = clip_init_tiny
+    comfy.sd.detect_te_model = lambda sd: comfy.sd.TEModel.T5_XXL_OLD
+
+
+def record_text() -> dict:
+    tiny_old_t5()
+    clip = comfy.sd.load_clip([f"{WORKSPACE}/models/{TEXT_ENCODER}"], clip_type=comfy.sd.CLIPType.COSMOS)
+    out = {}
+    for prompt in PROMPTS:
+        tokens = clip.tokenize(prompt)
+        cond = clip.encode_from_tokens(tokens)
+        out[prompt] = {"ids": [t for t, _ in tokens["t5xxl"][0]], "cond": b64(cond, MAX_RECORDED_VALUES)}
+    return out
+
+
 def main() -> None:
     torch.set_num_threads(1)
     data = {
@@ -114,6 +163,8 @@ def main() -> None:
     comfy.ldm.wan.vae.WanVAE = lambda **cfg: wan(**{**cfg, "dim": vae_sd["encoder.conv1.weight"].shape[0]})
     vae = comfy.sd.VAE(sd=vae_sd)
     data["node"] = {name: record_node(vae, case) for name, case in NODE_CASES.items()}
+    data["sha256"][TEXT_ENCODER] = sha256(f"{WORKSPACE}/models/{TEXT_ENCODER}")
+    data["text"] = record_text()
     print(write_json(OUT, data))
 
 

@@ -212,6 +212,7 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 
 
 # The loader (nodes.models.loader) finds every entry point on this module; the VAE is the Wan 2.1 VAE.
+from nodes.models.cosmos_predict2_text import load_text_encoder  # noqa: E402
 from nodes.models.qwen_image import load_vae  # noqa: E402
 
-__all__ = ["cosmos_predict2_layout", "infer_config", "load_diffusion_model", "load_vae"]
+__all__ = ["cosmos_predict2_layout", "infer_config", "load_diffusion_model", "load_text_encoder", "load_vae"]

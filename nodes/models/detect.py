@@ -51,6 +51,9 @@ ANIMA_PREFIXES = ("model.diffusion_model.", "net.", "")
 # ComfyUI 0.3.64's model_detection reads `blocks.0.mlp.layer1.weight` as image_model "cosmos_predict2" and the patch
 # embedding `x_embedder.proj.1.weight` for its channels; an Anima file has the same and the LLM adapter besides.
 COSMOS_PREDICT2_MARKERS = ("blocks.0.mlp.layer1.weight", "x_embedder.proj.1.weight")
+# The old T5-XXL (t5-11b's encoder, Cosmos' text encoder): T5 1.0's ungated ReLU feed-forward; ComfyUI 0.3.64's
+# detect_te_model tells it by `encoder.block.23.layer.1.DenseReluDense.wi.weight` (T5 1.1's are wi_0 / wi_1).
+T5_OLD_MARKER = "encoder.block.0.layer.1.DenseReluDense.wi.weight"
 # HiDream-I1 / E1: the Llama states' first caption projection (ComfyUI's model_detection: image_model "hidream").
 HIDREAM_MARKER = "caption_projection.0.linear.weight"
 # ComfyUI tells Qwen3 text encoders apart by width (comfy/sd.py detect_te_model): 1024 is the 0.6B, Anima's.
@@ -109,7 +112,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, cosmos_predict2: Cosmos Predict2, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
+    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, cosmos_predict2: Cosmos Predict2, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | t5_old (Cosmos' T5 1.0) | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -458,6 +461,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
             return info(arch, "vae", {"vae"}, layout, prefix)
     if any(k.endswith(UMT5_MARKER) for k in keys):  # umT5 (Wan's): a relative attention bias in every block
         return info("umt5", "text_encoder", {"text_encoder"}, "hf")
+    if any(k.endswith(T5_OLD_MARKER) for k in keys):  # ComfyUI's TEModel.T5_XXL_OLD: Cosmos' encoder
+        return info("t5_old", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("encoder.block.0.layer.0.SelfAttention.q.weight") for k in keys):
         return info("t5", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith(QWEN35_MARKER) for k in keys):  # Qwen3.5 (FLUX 3's prompt upsampler): a DeltaNet first layer

@@ -424,6 +424,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if any(i.arch == "qwen3_06b" for i in infos):  # ComfyUI: a Qwen3 0.6B file is Anima's encoder, any type
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "anima")
+    if any(i.arch == "t5_old" for i in infos):  # ComfyUI: the old T5-XXL is Cosmos' encoder, any type
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "cosmos_predict2")
     if any(i.arch == "qwen3" for i in infos):
         # ComfyUI: a Qwen3-4B file is Flux2-Klein's encoder for CLIPLoader types flux/flux2, Z-Image's otherwise.
         _refuse_merges(ref, path, "these text encoders")

@@ -149,3 +149,37 @@ def test_cosmos1_image_to_video_refuses_images_by_name() -> None:
     assert list(latent["samples"].shape) == [1, 16, 3, 6, 8] and not latent["samples"].any()
     with pytest.raises(NotImplementedError, match="Cosmos 1.0's video VAE"):
         CosmosImageToVideoLatent().execute(None, 64, 48, 17, 1, start_image=torch.rand(1, 48, 64, 3))
+
+
+TEXT_ENCODER = "text_encoders/oldt5_xxl_tiny.safetensors"
+
+
+def test_old_t5_is_cosmos_encoder_whatever_the_type(demo_workspace) -> None:
+    from nodes.loaders import CLIPLoader
+    from nodes.models.detect import probe
+
+    assert probe(demo_workspace.models_dir / TEXT_ENCODER).arch == "t5_old"
+    assert probe(demo_workspace.models_dir / "text_encoders/flux-tiny-t5.safetensors").arch == "t5"  # T5 1.1 stays
+    for clip_type in ("cosmos", "stable_diffusion", "wan"):  # ComfyUI detects the file, not the type
+        (clip,) = CLIPLoader().load_clip("oldt5_xxl_tiny.safetensors", clip_type)
+        assert clip.arch == "cosmos_predict2"
+
+
+@pytest.mark.parametrize("prompt", sorted(FIXTURE["text"]))
+def test_text_encoder_equals_comfyuis(demo_workspace, prompt: str) -> None:
+    from nodes.loaders import make_ref
+    from nodes.models.loader import load_text_encoder
+    from tests.recorded_tensors import at_recorded
+
+    torch.set_num_threads(1)
+    te = load_text_encoder(
+        make_ref("text_encoder", "cosmos_predict2", [demo_workspace.models_dir / TEXT_ENCODER], clip_type="cosmos")
+    )
+    want = FIXTURE["text"][prompt]
+    tokens = te.tokenize(prompt)
+    assert [t for t, _ in tokens["t5xxl"][0]] == want["ids"]
+    cond, pooled = te.encode(tokens)
+    assert pooled is None
+    ours, expected = at_recorded(cond, want["cond"]), tensor(want["cond"])
+    assert not cond[0, len(prompt.split()) + 8 :].any()  # the padding's states are zeroed
+    torch.testing.assert_close(ours, expected, atol=1e-5, rtol=0)
