@@ -291,7 +291,28 @@ def record_nodes(vae) -> dict:
         "concat_latent_image": b64(pos[0][1]["concat_latent_image"]),
         "concat_mask": b64(pos[0][1]["concat_mask"]),
         "negative_same_image": bool(torch.equal(neg[0][1]["concat_latent_image"], pos[0][1]["concat_latent_image"])),
+        "super_resolution": record_super_resolution(vae, start, cond, clip_out),
     }
+
+
+def record_super_resolution(vae, start, cond, clip_out) -> dict:
+    """HunyuanVideo15SuperResolution on a seeded low-resolution latent, without and with start frames."""
+    low = torch.randn([1, 32, 2, 3, 2], generator=torch.Generator().manual_seed(9))
+    out = {"input_sum": float(low.sum())}
+    for name, kwargs in (
+        ("latent_only", {}),
+        ("start_image", {"vae": vae, "start_image": start, "clip_vision_output": clip_out}),
+    ):
+        pos, neg, latent = nodes_hunyuan.HunyuanVideo15SuperResolution.execute(
+            [[cond, {}]], [[cond * 2, {}]], {"samples": low}, 0.35, **kwargs
+        )
+        out[name] = {
+            "positive_keys": sorted(pos[0][1]),
+            "concat_latent_image": b64(pos[0][1]["concat_latent_image"]),
+            "noise_augmentation": pos[0][1]["noise_augmentation"],
+            "latent_passes": latent["samples"] is low,
+        }
+    return out
 
 
 TINY_SIGLIP_CONFIG = {  # sigclip-vision-tiny's sizes in ComfyUI's clip_vision_siglip_384 config (as
@@ -411,7 +432,11 @@ def main() -> None:
         # the interfaces (GET_NODE_INFO_V1) of the two nodes offered, newer than 0.3.64's recorded /object_info
         "object_info": {
             cls.GET_NODE_INFO_V1()["name"]: {**cls.GET_NODE_INFO_V1(), "python_module": "comfy_extras.nodes_hunyuan"}
-            for cls in (nodes_hunyuan.EmptyHunyuanVideo15Latent, nodes_hunyuan.HunyuanVideo15ImageToVideo)
+            for cls in (
+                nodes_hunyuan.EmptyHunyuanVideo15Latent,
+                nodes_hunyuan.HunyuanVideo15ImageToVideo,
+                nodes_hunyuan.HunyuanVideo15SuperResolution,
+            )
         },
         "workflow": record_workflow(json.loads(open(WORKFLOW).read())),
         "workflow_t2v": record_workflow(json.loads(open(WORKFLOW_T2V).read())),

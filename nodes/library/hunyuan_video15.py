@@ -1,5 +1,6 @@
-"""HunyuanVideo 1.5's latent and image-to-video nodes (ComfyUI 0.10.0's comfy_extras.nodes_hunyuan):
-EmptyHunyuanVideo15Latent and HunyuanVideo15ImageToVideo.
+"""HunyuanVideo 1.5's latent and conditioning nodes (ComfyUI 0.10.0's comfy_extras.nodes_hunyuan):
+EmptyHunyuanVideo15Latent, HunyuanVideo15ImageToVideo and HunyuanVideo15SuperResolution (the 1080p stage's
+conditioning; the super-resolution model it feeds is not supported yet).
 
 Latents are [B,32,1+(length-1)//4,H/16,W/16]. The image-to-video node encodes the start frames alone (resized as
 ComfyUI resizes them, bilinear with a centre crop) and hands the model a full-length image latent (zeros after the
@@ -107,6 +108,63 @@ class HunyuanVideo15ImageToVideo:
         return positive, negative, {"samples": latent}
 
 
+class HunyuanVideo15SuperResolution:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_hunyuan"
+    FUNCTION = "execute"
+    CATEGORY = "sd"  # ComfyUI's schema names none: its default
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    DESCRIPTION = (
+        "Conditions HunyuanVideo 1.5's super-resolution model on a low-resolution latent (and optionally the start "
+        "frames, encoded at 16x its size, and their CLIP vision output); the latent passes through."
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "latent": ("LATENT", {}),
+                "noise_augmentation": ("FLOAT", {"default": 0.7, "min": 0.0, "max": 1.0, "step": 0.01}),
+            },
+            "optional": {
+                "vae": ("VAE", {}),
+                "start_image": ("IMAGE", {}),
+                "clip_vision_output": ("CLIP_VISION_OUTPUT", {}),
+            },
+        }
+
+    async def execute(
+        self,
+        positive,
+        negative,
+        latent: dict,
+        noise_augmentation: float,
+        vae=None,
+        start_image: torch.Tensor | None = None,
+        clip_vision_output=None,
+    ):
+        positive, negative = require(positive, "positive"), require(negative, "negative")
+        low = latent["samples"]
+        c = low.shape[1]
+        # ComfyUI's layout: [start latent (c), start flag (1), low-resolution latent (c), ones (1)]
+        cond = torch.zeros(low.shape[0], 2 * c + 2, *low.shape[2:])
+        cond[:, c + 1 : 2 * c + 1] = low
+        cond[:, 2 * c + 1] = 1
+        if start_image is not None:
+            if vae is None:
+                raise ValueError("vae: HunyuanVideo15SuperResolution needs the VAE to encode start_image")
+            start = fit_frames(start_image, low.shape[-1] * DOWNSCALE, low.shape[-2] * DOWNSCALE)
+            encoded = await encode_start(vae, start[..., :3])
+            cond[:, :c, : encoded.shape[2]] = encoded
+            cond[:, c + 1, 0] = 1  # as ComfyUI sets it: the low-resolution latent's first channel, first frame
+        extra = {"concat_latent_image": cond, "noise_augmentation": noise_augmentation}
+        if clip_vision_output is not None:
+            extra["clip_vision_output"] = clip_vision_output
+        return set_values(positive, extra), set_values(negative, extra), latent
+
+
 async def encode_start(vae, frames: torch.Tensor) -> torch.Tensor:
     """IMAGE [T,H,W,3] -> the HunyuanVideo 1.5 VAE's latent of them as one clip, [1,32,1+(T-1)//4,H/16,W/16]."""
     vae = require_component(vae, "vae", "vae")
@@ -121,5 +179,6 @@ async def encode_start(vae, frames: torch.Tensor) -> torch.Tensor:
 NODE_CLASS_MAPPINGS = {
     "EmptyHunyuanVideo15Latent": EmptyHunyuanVideo15Latent,
     "HunyuanVideo15ImageToVideo": HunyuanVideo15ImageToVideo,
+    "HunyuanVideo15SuperResolution": HunyuanVideo15SuperResolution,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {"EmptyHunyuanVideo15Latent": "Empty HunyuanVideo 1.5 Latent"}

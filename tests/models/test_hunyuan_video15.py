@@ -237,3 +237,28 @@ def test_text_encoder_tokens_and_conditioning_equal_comfyui(text_encoder, name):
     else:
         assert [t for t, _ in tokens["byt5"][0]] == rec["byt5_ids"]
         assert (extras["conditioning_byt5small"] - tensor(rec["byt5"])).abs().max().item() < TOL
+
+
+def test_super_resolution_conditioning_equals_comfyuis(workspace):
+    from nodes.library.hunyuan_video15 import HunyuanVideo15SuperResolution
+
+    rec = FIXTURE["nodes"]["super_resolution"]
+    g = torch.Generator().manual_seed(8)
+    start = torch.rand([2, 40, 56, 3], generator=g)
+    cond = torch.randn([1, 4, TEXT_WIDTH], generator=g)
+    clip_out = SimpleNamespace(last_hidden_state=torch.randn([1, 5, VISION_WIDTH], generator=g))
+    low = torch.randn([1, 32, 2, 3, 2], generator=torch.Generator().manual_seed(9))
+    assert float(low.sum()) == pytest.approx(rec["input_sum"])
+    vae_ref = make_ref("vae", "hunyuan_video15", [workspace.models_dir / FILES["vae"]])
+    node = HunyuanVideo15SuperResolution()
+    for name, kwargs in (
+        ("latent_only", {}),
+        ("start_image", {"vae": vae_ref, "start_image": start, "clip_vision_output": clip_out}),
+    ):
+        pos, neg, latent = asyncio.run(node.execute([[cond, {}]], [[cond * 2, {}]], {"samples": low}, 0.35, **kwargs))
+        assert sorted(pos[0][1]) == rec[name]["positive_keys"] and latent["samples"] is low
+        for opts in (pos[0][1], neg[0][1]):
+            assert (opts["concat_latent_image"] - tensor(rec[name]["concat_latent_image"])).abs().max().item() < TOL
+            assert opts["noise_augmentation"] == rec[name]["noise_augmentation"]
+    with pytest.raises(ValueError, match="needs the VAE"):
+        asyncio.run(node.execute([[cond, {}]], [[cond, {}]], {"samples": low}, 0.35, start_image=start))
