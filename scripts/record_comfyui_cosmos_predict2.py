@@ -16,24 +16,43 @@ Wan 2.1 VAE (vae/wan_2.1_vae_tiny.safetensors through comfy.sd.VAE, its base wid
 neither. And the old T5-XXL text encoder (CLIPLoader type cosmos on text_encoders/oldt5_xxl_tiny.safetensors):
 ComfyUI fixes its config (t5_old_config_xxl.json) and tells the file by its 24th block, so this script gives its
 T5 the tiny file's sizes, its tokenizer flux-tiny's T5 vocabulary, and its detection the tiny file; tokens and
-conditioning recorded for a few prompts.
+conditioning recorded for a few prompts. And the two shipped workflows (workflows_json/cosmos_predict2_2b_t2i.json and
+_i2v.json, scripts/cosmos_predict2_workflow.py) run node by node with 0.3.64's node classes on the same files,
+SaveImage replaced by what it would write (the input image: the demo workspace's input/example.png).
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import sys
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, sha256, tiny_t5_in_comfyui, write_json
+from comfyui_recording import (
+    MAX_RECORDED_VALUES,
+    b64,
+    comfyui_on_cpu,
+    node_classes,
+    run_prompt,
+    sha256,
+    tiny_t5_in_comfyui,
+    write_json,
+)
 
 OUT, WORKSPACE = sys.argv[1:3]
 comfyui_on_cpu()
+# ComfyUI's own `utils` package first: an import chain below would otherwise bind comfy/utils.py as `utils`, and
+# comfy_extras.nodes_images (through server) then fails to import utils.install_util
+importlib.import_module("utils.install_util")
 import comfy.ldm.wan.vae
 import comfy.sd
 import comfy.sd1_clip
 import comfy.text_encoders.cosmos
 import comfy.utils
 import comfy_extras.nodes_cosmos
+import comfy_extras.nodes_images
+import comfy_extras.nodes_sd3
+import folder_paths
 
 COMMIT = "a125cd84"
 T2I = "diffusion_models/cosmos_predict2_2B_t2i_tiny.safetensors"
@@ -151,6 +170,20 @@ def record_text() -> dict:
     return out
 
 
+def record_workflows() -> dict:
+    for folder in ("diffusion_models", "text_encoders", "vae"):
+        folder_paths.add_model_folder_path(folder, f"{WORKSPACE}/models/{folder}")
+    folder_paths.set_input_directory(f"{WORKSPACE}/input")
+    classes = node_classes(comfy_extras.nodes_cosmos, comfy_extras.nodes_images, comfy_extras.nodes_sd3)
+    out = {}
+    for name in ("cosmos_predict2_2b_t2i", "cosmos_predict2_2b_i2v"):
+        with open(f"/work/main/workflows_json/{name}.json") as f:
+            prompt = json.load(f)
+        with torch.no_grad():
+            out[name] = run_prompt(prompt, classes, max_values=MAX_RECORDED_VALUES)
+    return out
+
+
 def main() -> None:
     torch.set_num_threads(1)
     data = {
@@ -165,6 +198,7 @@ def main() -> None:
     data["node"] = {name: record_node(vae, case) for name, case in NODE_CASES.items()}
     data["sha256"][TEXT_ENCODER] = sha256(f"{WORKSPACE}/models/{TEXT_ENCODER}")
     data["text"] = record_text()
+    data["workflows"] = record_workflows()  # after record_text: the tiny T5 and Wan VAE patches are in place
     print(write_json(OUT, data))
 
 
