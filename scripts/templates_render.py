@@ -49,6 +49,12 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Krea 2 (scripts/krea2_workflow.py)
     (None, r"^krea2_turbo", "krea2_turbo_tiny.safetensors"),
     (None, r"^qwen3vl_4b_fp8", "qwen3vl_4b_tiny.safetensors"),  # Krea 2's, and the LLM templates' Qwen3-VL 4B
+    # Cosmos Predict2 (no template yet): the 2B/14B text-to-image and Video2World DiTs, the old T5-XXL, the Wan 2.1 VAE
+    # (nodes/models/cosmos_predict2_demo.py, scripts/cosmos_predict2_workflow.py)
+    (None, r"^cosmos_predict2_.*t2i", "cosmos_predict2_2B_t2i_tiny.safetensors"),
+    (None, r"^cosmos_predict2_.*video2world", "cosmos_predict2_2B_video2world_tiny.safetensors"),
+    (r"^cosmos_predict2_", r"^oldt5_xxl", "oldt5_xxl_tiny.safetensors"),
+    (r"^cosmos_predict2_", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
     # Anima (base v1.0 and the previews): its transformer with the LLM adapter, Qwen3 0.6B (nodes/models/anima_demo.py)
     (None, r"^anima-(base|preview)", "anima_tiny.safetensors"),
     (r"^anima-", r"^qwen_3_06b", "qwen_3_06b_base_tiny.safetensors"),
