@@ -9,7 +9,7 @@ model reads. All inputs are read from video_frame_offset on, so chained nodes co
 
 ComfyUI's other Wan models read only the image-to-video concat (and CLIP vision states) of this conditioning;
 so do ours. The Wan 2.2 Animate network itself (its pose embedding, face encoder and face adapter) is not
-implemented here yet."""
+implemented here yet: its files are refused by name (nodes.models.wan)."""
 
 from __future__ import annotations
 

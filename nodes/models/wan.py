@@ -47,6 +47,7 @@ from nodes.upscale import common_upscale
 WAN_MARKER = "head.modulation"
 REF_CONV = "ref_conv."  # Wan 2.2 Fun Control (ComfyUI's in_dim_ref_conv)
 CAMERA = "control_adapter."  # Wan Fun Camera: camera conditions added to the patch embedding
+ANIMATE = "pose_patch_embedding.weight"  # Wan 2.2 Animate (WanAnimateToVideo's model): refused by name for now
 VACE = "vace_patch_embedding.weight"  # Wan 2.1 VACE: control video, masks and reference through vace_blocks
 _camera_features: ContextVar[torch.Tensor | None] = ContextVar("wan_camera_features", default=None)
 # Wan 2.2 Fun Control's reference latent of this call ([B,16,H,W] in model space) and its token count
@@ -379,6 +380,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         config = infer_config(sd)
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Wan diffusion model: {e}") from None
+    if ANIMATE in sd:  # ComfyUI's WAN22_Animate: pose embedding, face encoder and adapter beside the blocks
+        raise ModelLoadError(path, "Wan 2.2 Animate models (pose_patch_embedding, face_adapter) are not supported yet")
     arch = wan_arch(sd)
     # Wan 2.2 Fun Control's reference-image patch embedding (ComfyUI's in_dim_ref_conv): a 2x2 patch conv
     ref_conv = {k[len(REF_CONV) :]: sd.pop(k) for k in [k for k in sd if k.startswith(REF_CONV)]}

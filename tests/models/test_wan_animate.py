@@ -84,3 +84,21 @@ def test_one_step_on_animate_concat_equals_comfyuis(workspace) -> None:
     cond = {"context": tensor(step["context"]), "concat": concat, "clip_fea": tensor(step["clip_fea"])}
     out = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), cond)
     torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(step["denoised"]), atol=ATOL, rtol=RTOL)
+
+
+def test_a_wan22_animate_file_is_refused_by_name(tmp_path) -> None:
+    """Wan 2.2 Animate's own network is not implemented: its file (Wan 2.1 i2v's blocks with a pose embedding, a
+    face encoder and adapter) is refused by name rather than loaded without them."""
+    from safetensors.torch import save_file
+
+    from nodes.models.errors import ModelLoadError
+    from nodes.models.wan_demo import tiny_wan_state_dicts
+
+    sd = dict(tiny_wan_state_dicts()["i2v_21"])
+    dim = sd["head.modulation"].shape[-1]
+    sd["pose_patch_embedding.weight"], sd["pose_patch_embedding.bias"] = torch.zeros(dim, 16, 1, 2, 2), torch.zeros(dim)
+    sd["face_adapter.fuser_blocks.0.linear1_kv.weight"] = torch.zeros(2 * dim, 32)
+    path = tmp_path / "Wan2_2-Animate-14B_tiny.safetensors"
+    save_file(sd, path)
+    with pytest.raises(ModelLoadError, match="Wan 2.2 Animate"):
+        loader.load_diffusion_model(make_ref("diffusion_model", "wan21", [path]))
