@@ -50,6 +50,7 @@ FILES = {
     "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors",
     # hunyuan-image-2.1-tiny's glyph ByT5 (nodes.models.hunyuan_image_demo), the same ByT5-small glyph reading
     "byt5": "text_encoders/byt5_small_glyphxl_tiny.safetensors",
+    "latent_upsampler": "latent_upscale_models/hunyuanvideo15_latent_upsampler_1080p_tiny.safetensors",
 }
 HEAD = 128  # ComfyUI's Qwen2.5-VL head width
 PROMPTS = {
@@ -295,6 +296,24 @@ def record_nodes(vae) -> dict:
     }
 
 
+def record_latent_upscale() -> dict:
+    """LatentUpscaleModelLoader on the 1080p upsampler and HunyuanVideo15LatentUpscaleWithModel on a seeded latent,
+    at a given size and with the width following the aspect."""
+    import folder_paths
+
+    folder_paths.add_model_folder_path("latent_upscale_models", f"{MODELS}/latent_upscale_models", is_default=True)
+    name = FILES["latent_upsampler"].split("/", 1)[1]
+    (model,) = nodes_hunyuan.LatentUpscaleModelLoader.execute(name)
+    latent = torch.randn([1, 32, 2, 3, 4], generator=torch.Generator().manual_seed(11))
+    out = {"input_sum": float(latent.sum()), "cases": []}
+    for method, width, height, crop in (("bilinear", 128, 96, "disabled"), ("nearest-exact", 0, 80, "center")):
+        (result,) = nodes_hunyuan.HunyuanVideo15LatentUpscaleWithModel.execute(
+            model, {"samples": latent}, method, width, height, crop
+        )
+        out["cases"].append({"args": [method, width, height, crop], "samples": b64(result["samples"])})
+    return out
+
+
 def record_super_resolution(vae, start, cond, clip_out) -> dict:
     """HunyuanVideo15SuperResolution on a seeded low-resolution latent, without and with start frames."""
     low = torch.randn([1, 32, 2, 3, 2], generator=torch.Generator().manual_seed(9))
@@ -429,6 +448,7 @@ def main() -> None:
         "vae": record_vae(vae),
         "nodes": record_nodes(vae),
         "text": record_text(clip),
+        "latent_upscale": record_latent_upscale(),
         # the interfaces (GET_NODE_INFO_V1) of the two nodes offered, newer than 0.3.64's recorded /object_info
         "object_info": {
             cls.GET_NODE_INFO_V1()["name"]: {**cls.GET_NODE_INFO_V1(), "python_module": "comfy_extras.nodes_hunyuan"}
@@ -436,6 +456,7 @@ def main() -> None:
                 nodes_hunyuan.EmptyHunyuanVideo15Latent,
                 nodes_hunyuan.HunyuanVideo15ImageToVideo,
                 nodes_hunyuan.HunyuanVideo15SuperResolution,
+                nodes_hunyuan.HunyuanVideo15LatentUpscaleWithModel,
             )
         },
         "workflow": record_workflow(json.loads(open(WORKFLOW).read())),

@@ -219,6 +219,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^hunyuanvideo1\.5_(480p|720p)_(i2v|t2v)(?!.*distilled)", "hunyuanvideo1.5_tiny.safetensors"),
     (None, r"^capybara_v0\.1", "hunyuanvideo1.5_tiny.safetensors"),
     (None, r"^hunyuanvideo15_vae", "hunyuanvideo15_vae_tiny.safetensors"),
+    (None, r"^hunyuanvideo15_latent_upsampler_1080p", "hunyuanvideo15_latent_upsampler_1080p_tiny.safetensors"),
     (r"^hunyuanvideo1\.5|^capybara_v0", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors"),
     (r"^hunyuanvideo1\.5|^capybara_v0", r"^byt5_small_glyphxl", "byt5_small_glyphxl_tiny.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders

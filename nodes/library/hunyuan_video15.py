@@ -1,6 +1,7 @@
 """HunyuanVideo 1.5's latent and conditioning nodes (ComfyUI 0.10.0's comfy_extras.nodes_hunyuan):
-EmptyHunyuanVideo15Latent, HunyuanVideo15ImageToVideo and HunyuanVideo15SuperResolution (the 1080p stage's
-conditioning; the super-resolution model it feeds is not supported yet).
+EmptyHunyuanVideo15Latent, HunyuanVideo15ImageToVideo, and the 1080p stage's HunyuanVideo15LatentUpscaleWithModel
+(the latent resized, then refined by the 1080p latent upsampler) and HunyuanVideo15SuperResolution (the conditioning
+of the super-resolution model, which is not supported yet).
 
 Latents are [B,32,1+(length-1)//4,H/16,W/16]. The image-to-video node encodes the start frames alone (resized as
 ComfyUI resizes them, bilinear with a centre crop) and hands the model a full-length image latent (zeros after the
@@ -14,13 +15,15 @@ import torch
 from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
-from nodes.inputs import require_component
+from nodes.inputs import require_component, require_ref
 from nodes.ksampler import call_model_fn
 from nodes.library.wan import fit_frames, latent_frames
+from nodes.upscale import common_upscale
 
 LATENT_CHANNELS = 32
 DOWNSCALE = 16
 VAE_ARCH = "hunyuan_video15"
+UPSCALE_METHODS = ("nearest-exact", "bilinear", "area", "bicubic", "bislerp")
 
 
 def _size(default: int):
@@ -165,6 +168,51 @@ class HunyuanVideo15SuperResolution:
         return set_values(positive, extra), set_values(negative, extra), latent
 
 
+class HunyuanVideo15LatentUpscaleWithModel:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_hunyuan"
+    FUNCTION = "execute"
+    CATEGORY = "latent"
+    RETURN_TYPES = ("LATENT",)
+    DESCRIPTION = "Resizes a HunyuanVideo 1.5 latent to width x height / 16 and refines it with the latent upsampler."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        size = {"min": 0, "max": 16384, "step": 8}
+        return {
+            "required": {
+                "model": ("LATENT_UPSCALE_MODEL", {}),
+                "samples": ("LATENT", {}),
+                "upscale_method": (
+                    "COMBO",
+                    {"default": "bilinear", "multiselect": False, "options": list(UPSCALE_METHODS)},
+                ),
+                "width": ("INT", {"default": 1280, **size}),
+                "height": ("INT", {"default": 720, **size}),
+                "crop": ("COMBO", {"multiselect": False, "options": ["disabled", "center"]}),
+            }
+        }
+
+    async def execute(self, model, samples: dict, upscale_method: str, width: int, height: int, crop: str):
+        ref = require_ref(model, "latent_upscale_model", "model", "LATENT_UPSCALE_MODEL")
+        if ref.arch != "hunyuan_video15_upsampler":
+            raise ValueError(f"model: HunyuanVideo 1.5's latent upsampler is needed here, got a {ref.arch} model")
+        if width == 0 and height == 0:
+            return (samples,)
+        latent = samples["samples"]
+        # ComfyUI's sizes: a zero side follows the latent's aspect; each side at least 64 pixels
+        if width == 0:
+            height = max(64, height)
+            width = max(64, round(latent.shape[-1] * height / latent.shape[-2]))
+        elif height == 0:
+            width = max(64, width)
+            height = max(64, round(latent.shape[-2] * width / latent.shape[-1]))
+        else:
+            width, height = max(64, width), max(64, height)
+        resized = common_upscale(latent, width // DOWNSCALE, height // DOWNSCALE, upscale_method, crop)
+        out = await call_model_fn("hunyuan_video15_latent_upsample", ref, "model", {"latent": resized.contiguous()}, {})
+        return ({"samples": out["latent"].float()},)
+
+
 async def encode_start(vae, frames: torch.Tensor) -> torch.Tensor:
     """IMAGE [T,H,W,3] -> the HunyuanVideo 1.5 VAE's latent of them as one clip, [1,32,1+(T-1)//4,H/16,W/16]."""
     vae = require_component(vae, "vae", "vae")
@@ -180,5 +228,9 @@ NODE_CLASS_MAPPINGS = {
     "EmptyHunyuanVideo15Latent": EmptyHunyuanVideo15Latent,
     "HunyuanVideo15ImageToVideo": HunyuanVideo15ImageToVideo,
     "HunyuanVideo15SuperResolution": HunyuanVideo15SuperResolution,
+    "HunyuanVideo15LatentUpscaleWithModel": HunyuanVideo15LatentUpscaleWithModel,
 }
-NODE_DISPLAY_NAME_MAPPINGS = {"EmptyHunyuanVideo15Latent": "Empty HunyuanVideo 1.5 Latent"}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "EmptyHunyuanVideo15Latent": "Empty HunyuanVideo 1.5 Latent",
+    "HunyuanVideo15LatentUpscaleWithModel": "Hunyuan Video 15 Latent Upscale With Model",
+}

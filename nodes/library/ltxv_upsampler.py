@@ -1,8 +1,9 @@
 """LatentUpscaleModelLoader (ComfyUI's comfy_extras.nodes_hunyuan) for LTX-2's latent upsampler files, and
 LTXVLatentUpsampler (comfy_extras.nodes_lt_upsampler): a video latent upsampled by the model in the VAE's raw
 latent space. The loader only names the file (its kind read from the header); the upsampling runs as the
-ModelFn ltx2_latent_upsample, with the VAE's latent statistics from vae_latent_statistics. Hunyuan Video 1.5's
-upsamplers, which the same loader reads in ComfyUI, are refused by name."""
+ModelFn ltx2_latent_upsample, with the VAE's latent statistics from vae_latent_statistics. HunyuanVideo 1.5's
+1080p upsampler, which the same loader reads in ComfyUI, loads as hunyuan_video15_upsampler (its node:
+nodes.library.hunyuan_video15); its 720p SR model is refused by name."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class LatentUpscaleModelLoader:
 
     def execute(self, model_name: str) -> tuple[ModelRef]:
         from nodes.models.errors import ModelLoadError
+        from nodes.models.hunyuan_video15_upsampler import MARKER_1080P
         from nodes.models.ltx2_upsampler import is_latent_upsampler
         from nodes.models.safetensors_io import shapes_of
 
@@ -41,10 +43,12 @@ class LatentUpscaleModelLoader:
             keys = shapes_of(path)[0]
         except ModelLoadError as e:
             raise ValueError(f"model_name: {e}") from e
+        if MARKER_1080P in keys:  # ComfyUI 0.10.0's test for HunyuanVideo 1.5's 1080p upsampler
+            return (make_ref(COMPONENT, "hunyuan_video15_upsampler", [path]),)
         if not is_latent_upsampler(keys):
             raise ValueError(
                 f"model_name: {model_name!r} is not a latent upscale model Comfy Cluster can run (supported: "
-                "LTX-2's spatial upsamplers; Hunyuan Video 1.5's are not implemented)"
+                "LTX-2's spatial upsamplers and HunyuanVideo 1.5's 1080p one; its 720p SR model is not implemented)"
             )
         return (make_ref(COMPONENT, "ltx2_upsampler", [path]),)
 

@@ -7,6 +7,7 @@ from nodes.modelfns import (  # noqa: F401
     clip_vision,
     denoise,
     discriminator,
+    hunyuan_video15_upsample,
     latent_upscale_model,
     ltx2_audio,
     minimax_h3_audio,

@@ -1,4 +1,4 @@
-"""hunyuan-video-1.5-tiny: a deterministic tiny HunyuanVideo 1.5 in the layouts its published files have, three files:
+"""hunyuan-video-1.5-tiny: a deterministic tiny HunyuanVideo 1.5 in the layouts its published files have, four files:
 - diffusion_models/hunyuanvideo1.5_tiny.safetensors: the DiT in the names ComfyUI reads (`double_blocks.N.img_attn_qkv`
   fused, `txt_in.individual_token_refiner.blocks.N`, `final_layer.adaLN_modulation.1` as (shift, scale),
   `vision_in.proj.{0,1,3,4}`, `cond_type_embedding`, `byt5_in.fc1..3`), 2 heads of ComfyUI's fixed 128, two double
@@ -11,7 +11,10 @@
   wide, one resnet each;
 - text_encoders/qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors: a Qwen2.5-VL language model in the published names
   (`model.*`, the real vocabulary, 32 wide, ComfyUI's 128-wide heads), four layers so that ComfyUI's layer -3 exists
-  (the shape of Hunyuan Image 2.1's tiny one, its own seed).
+  (the shape of Hunyuan Image 2.1's tiny one, its own seed);
+- latent_upscale_models/hunyuanvideo15_latent_upsampler_1080p_tiny.safetensors: the 1080p latent upsampler in its
+  published names (`conv_in.conv`, `up.N.block.M.conv1.conv`, `nin_shortcut`, RMS `gamma`), stages 64 and 32 wide,
+  three resnets each.
 bfloat16 like the published files. Same seed -> byte-identical files."""
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from nodes.models.flux_demo import randomize_constants
 from nodes.models.hunyuan_image_demo import BYT5_MAPPER_WIDTH, BYT5_WIDTH
 from nodes.models.hunyuan_image_demo import dit_to_authors as shared_to_authors
 from nodes.models.hunyuan_video15 import to_diffusers_layout
+from nodes.models.hunyuan_video15_upsampler import LatentUpsampler1080p
 from nodes.models.hunyuan_video15_vae import to_diffusers_layout as vae_to_diffusers
 from nodes.models.qwen_image_demo import TEXT_WIDTH, VOCAB
 from nodes.models.qwen_image_text import HEAD_DIM, RMS_EPS, ROPE_THETA
@@ -39,6 +43,7 @@ FILES = {
     "transformer": "diffusion_models/hunyuanvideo1.5_tiny.safetensors",
     "vae": "vae/hunyuanvideo15_vae_tiny.safetensors",
     "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors",
+    "latent_upsampler": "latent_upscale_models/hunyuanvideo15_latent_upsampler_1080p_tiny.safetensors",
 }
 TEXT_LAYERS = 4
 DIT_CONFIG = {
@@ -124,7 +129,7 @@ def vae_to_authors(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def tiny_hunyuan_video15_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
-    """The three files' tensors, in the published layouts and bfloat16."""
+    """The four files' tensors, in the published layouts and bfloat16."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
@@ -149,10 +154,15 @@ def tiny_hunyuan_video15_state_dicts(seed: int = SEED) -> dict[str, dict[str, to
             )
         )
         randomize_constants(text, gen)
+        upsampler = LatentUpsampler1080p(32, 32, (64, 32), 3)
+        randomize_constants(upsampler, gen)
     sds = {
         "transformer": dit_to_authors(transformer.state_dict()),
         "vae": vae_to_authors(vae.state_dict()),
         "text_encoder": {f"model.{k}": v for k, v in text.state_dict().items()},
+        "latent_upsampler": {
+            k.replace(".nin_shortcut.conv.", ".nin_shortcut."): v for k, v in upsampler.state_dict().items()
+        },
     }
     return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
 

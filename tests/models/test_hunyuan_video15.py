@@ -262,3 +262,25 @@ def test_super_resolution_conditioning_equals_comfyuis(workspace):
             assert opts["noise_augmentation"] == rec[name]["noise_augmentation"]
     with pytest.raises(ValueError, match="needs the VAE"):
         asyncio.run(node.execute([[cond, {}]], [[cond, {}]], {"samples": low}, 0.35, start_image=start))
+
+
+def test_latent_upscale_with_model_equals_comfyuis(workspace):
+    from nodes.library.hunyuan_video15 import HunyuanVideo15LatentUpscaleWithModel
+    from nodes.library.ltxv_upsampler import LatentUpscaleModelLoader
+
+    rec = FIXTURE["latent_upscale"]
+    latent = torch.randn([1, 32, 2, 3, 4], generator=torch.Generator().manual_seed(11))
+    assert float(latent.sum()) == pytest.approx(rec["input_sum"])
+    (model,) = LatentUpscaleModelLoader().execute(Path(FILES["latent_upsampler"]).name)
+    assert model.arch == "hunyuan_video15_upsampler"
+    node = HunyuanVideo15LatentUpscaleWithModel()
+    for case in rec["cases"]:
+        (out,) = asyncio.run(node.execute(model, {"samples": latent}, *case["args"]))
+        expected = tensor(case["samples"])
+        assert out["samples"].shape == expected.shape, case["args"]
+        assert (out["samples"] - expected).abs().max().item() < TOL, case["args"]
+    (same,) = asyncio.run(node.execute(model, {"samples": latent}, "bilinear", 0, 0, "disabled"))
+    assert same["samples"] is latent  # ComfyUI: width and height 0 leave the latent as it is
+    vae = make_ref("vae", "hunyuan_video15", [workspace.models_dir / FILES["vae"]])
+    with pytest.raises(ValueError, match="LATENT_UPSCALE_MODEL"):
+        asyncio.run(node.execute(vae, {"samples": latent}, "bilinear", 128, 96, "disabled"))
