@@ -9,7 +9,7 @@ tiny-size wrappers (and giving the Wan 2.1 VAE the tiny file's base width, which
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_wan_phantom_track.py \\
         /work/main/tests/models/fixtures/comfyui_wan_phantom_track.json.xz <models dir> <input dir> \\
-        /work/main/workflows_json/wan21_ati.json
+        /work/main/workflows_json/wan21_ati.json /work/main/workflows_json/wan21_phantom.json
 
 Recorded: WanPhantomSubjectToVideo's three conditionings (their time_dim_concat) for two subject images of other
 sizes, one evaluation of the Wan 2.1 text-to-video model through ComfyUI's BaseModel with the positive's
@@ -20,7 +20,9 @@ longer than 121 points, single-quoted JSON, batch_size 2 from one sample's track
 and its fallback with no tracks (WanImageToVideo's conditioning); and one evaluation of the Wan 2.1 image-to-video
 model on the tracked conditioning with seeded CLIP vision states (concat_cond, apply_model); the Wan ATI
 template's workflow (workflows_json/wan21_ati.json, scripts/wan_ati_template_workflow.py) run node by node with
-ComfyUI's classes as record_comfyui_wan.run_workflow runs the others: VAEDecode's frames (a strided grid of them).
+ComfyUI's classes as record_comfyui_wan.run_workflow runs the others: VAEDecode's frames (a strided grid of them);
+likewise workflows_json/wan21_phantom.json (Wan 2.1 text-to-video with two subject images: example.png and its
+inverse; KSampler with the image-free negative).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 import sys
 from pathlib import Path
 
-OUT, MODELS, INPUT, WORKFLOW = sys.argv[1:5]
+OUT, MODELS, INPUT, WORKFLOW, PHANTOM_WORKFLOW = sys.argv[1:6]
 sys.argv[1:] = [OUT, MODELS, INPUT, "/nonexistent", "/nonexistent"]  # record_comfyui_wan's arguments
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import record_comfyui_wan as base  # it imports ComfyUI with --cpu: before any other ComfyUI module
@@ -229,12 +231,23 @@ def main() -> None:
     import comfy_extras.nodes_primitive as primitive
 
     folder_paths.set_input_directory(INPUT)
-    classes = {**core, "WanTrackToVideo": wan.WanTrackToVideo, "PrimitiveStringMultiline": primitive.StringMultiline}
+    import nodes
+
+    classes = {
+        **core,
+        "WanTrackToVideo": wan.WanTrackToVideo,
+        "PrimitiveStringMultiline": primitive.StringMultiline,
+        "WanPhantomSubjectToVideo": wan.WanPhantomSubjectToVideo,
+        "ImageBatch": nodes.ImageBatch,
+    }
     base.node_classes = lambda: classes
     base.png_rgb = lambda image: png_rgb(image, MAX_RECORDED_VALUES)
     with open(WORKFLOW) as f:
         prompt = json.load(f)
     out["workflow_ati"] = {"prompt": prompt, **base.run_workflow(prompt)}
+    with open(PHANTOM_WORKFLOW) as f:
+        prompt = json.load(f)
+    out["workflow_phantom"] = {"prompt": prompt, **base.run_workflow(prompt)}
     write_json(OUT, out)
 
 
