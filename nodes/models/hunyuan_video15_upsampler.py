@@ -25,7 +25,7 @@ def is_hunyuan_upsampler(keys) -> bool:
     return MARKER_1080P in keys or MARKER_720P in keys
 
 
-class CausalConv3d(torch.nn.Module):
+class UpsamplerCausalConv(torch.nn.Module):
     def __init__(self, cin: int, cout: int, kernel: int):
         super().__init__()
         self.kernel = kernel
@@ -37,7 +37,7 @@ class CausalConv3d(torch.nn.Module):
         return self.conv(x)
 
 
-class RMSNorm(torch.nn.Module):
+class UpsamplerRMSNorm(torch.nn.Module):
     def __init__(self, dim: int):
         super().__init__()
         self.gamma = torch.nn.Parameter(torch.ones(dim, 1, 1, 1))
@@ -46,12 +46,12 @@ class RMSNorm(torch.nn.Module):
         return F.normalize(x, dim=1) * self.gamma.shape[0] ** 0.5 * self.gamma
 
 
-class ResBlock(torch.nn.Module):
+class UpsamplerResBlock(torch.nn.Module):
     def __init__(self, cin: int, cout: int):
         super().__init__()
-        self.norm1, self.conv1 = RMSNorm(cin), CausalConv3d(cin, cout, 3)
-        self.norm2, self.conv2 = RMSNorm(cout), CausalConv3d(cout, cout, 3)
-        self.nin_shortcut = CausalConv3d(cin, cout, 1) if cin != cout else None
+        self.norm1, self.conv1 = UpsamplerRMSNorm(cin), UpsamplerCausalConv(cin, cout, 3)
+        self.norm2, self.conv2 = UpsamplerRMSNorm(cout), UpsamplerCausalConv(cout, cout, 3)
+        self.nin_shortcut = UpsamplerCausalConv(cin, cout, 1) if cin != cout else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.conv1(F.silu(self.norm1(x)))
@@ -59,8 +59,8 @@ class ResBlock(torch.nn.Module):
         return (x if self.nin_shortcut is None else self.nin_shortcut(x)) + h
 
 
-class Stage(torch.nn.Module):
-    def __init__(self, blocks: list[ResBlock]):
+class UpsamplerStage(torch.nn.Module):
+    def __init__(self, blocks: list[UpsamplerResBlock]):
         super().__init__()
         self.block = torch.nn.ModuleList(blocks)
 
@@ -69,14 +69,14 @@ class LatentUpsampler1080p(torch.nn.Module):
     def __init__(self, z_channels: int, out_channels: int, widths: tuple[int, ...], resnets: int):
         super().__init__()
         self.z_channels, self.widths = z_channels, widths
-        self.conv_in = CausalConv3d(z_channels, widths[0], 3)
+        self.conv_in = UpsamplerCausalConv(z_channels, widths[0], 3)
         stages, ch = [], widths[0]
         for width in widths:
-            stages.append(Stage([ResBlock(ch if j == 0 else width, width) for j in range(resnets)]))
+            stages.append(UpsamplerStage([UpsamplerResBlock(ch if j == 0 else width, width) for j in range(resnets)]))
             ch = width
         self.up = torch.nn.ModuleList(stages)
-        self.norm_out = RMSNorm(ch)
-        self.conv_out = CausalConv3d(ch, out_channels, 3)
+        self.norm_out = UpsamplerRMSNorm(ch)
+        self.conv_out = UpsamplerCausalConv(ch, out_channels, 3)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         x = self.conv_in(z) + z.repeat_interleave(self.widths[0] // self.z_channels, dim=1)
