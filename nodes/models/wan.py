@@ -274,6 +274,11 @@ class WanDiffusionModel(DiffusionModel):
         inp = pad_to_patch(inp)
         subjects = cond.get("time_dim_concat")
         if subjects is not None:  # Wan Phantom: more frames after the video's (cut off the output below)
+            if subjects.shape[1] != inp.shape[1]:
+                raise ValueError(
+                    f"time_dim_concat: WanPhantomSubjectToVideo's {subjects.shape[1]}-channel subject frames need a "
+                    f"text-to-video Wan model; this one takes {inp.shape[1]} input channels"
+                )
             inp = torch.cat([inp, pad_to_patch(subjects.to(inp))], dim=2)
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device)
         t = t.reshape(-1).expand(b) if t.numel() in (1, b) and t.dim() < 2 else t

@@ -101,6 +101,18 @@ def test_phantom_subject_frames_reach_the_model_as_comfyuis(workspace, fixed_thr
     assert (denoised(cond) - tensor(rec["step"]["denoised"])).abs().max() > 1e-2
 
 
+def test_subject_frames_on_an_image_to_video_model_are_refused_by_name(workspace) -> None:
+    model = loader.load_diffusion_model(make_ref("diffusion_model", "wan21", [workspace.models_dir / FILES["i2v_21"]]))
+    x = torch.zeros(1, 16, 3, 4, 6)
+    cond = {
+        "context": tensor(FIXTURE["context"]),
+        "concat": model.concat_image(None, x),
+        "time_dim_concat": torch.zeros(1, 16, 2, 4, 6),
+    }
+    with pytest.raises(ValueError, match="time_dim_concat"):
+        model.apply(x, torch.tensor([500.0]), cond)
+
+
 @pytest.mark.parametrize("negative", ["negative_img_text", "negative_text"])
 def test_ksampler_with_phantom_conditioning_equals_comfyuis(workspace, fixed_threads, negative: str) -> None:
     from nodes.loaders import UNETLoader
