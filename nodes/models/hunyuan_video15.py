@@ -99,12 +99,17 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     p_t, p_h, p_w = (int(s) for s in patch.shape[2:])
     if p_h != p_w:
         raise ValueError(f"non-square patches {p_h}x{p_w}")
+    out_channels = int(sd["proj_out.weight"].shape[0]) // (p_t * p_h * p_w)
+    if int(patch.shape[1]) != 2 * out_channels + 1:  # noise, image latent, mask (ComfyUI's concat_cond)
+        raise ValueError(
+            f"{int(patch.shape[1])} input channels: the SR-distilled 1080p model (98) is not supported yet"
+        )
     byt5 = sd.get("context_embedder_2.linear_1.weight")
     if byt5 is None:
         raise ValueError("no ByT5 mapper (byt5_in)")
     return {
         "in_channels": int(patch.shape[1]),
-        "out_channels": int(sd["proj_out.weight"].shape[0]) // (p_t * p_h * p_w),
+        "out_channels": out_channels,
         "num_attention_heads": hidden // HEAD,
         "attention_head_dim": HEAD,
         "num_layers": count_blocks(sd, "transformer_blocks"),

@@ -96,6 +96,16 @@ def test_split_qkv_is_refused_by_name(files, tmp_path):
         loader.load_diffusion_model(make_ref("diffusion_model", "hunyuan_video15", [path]))
 
 
+def test_sr_distilled_model_is_refused_by_name(files, tmp_path):
+    sd = load_file(files["transformer"])
+    weight = sd["img_in.proj.weight"]  # the 1080p SR-distilled model takes 98 channels
+    sd["img_in.proj.weight"] = torch.cat([weight, weight[:, :33]], dim=1)
+    path = tmp_path / "sr.safetensors"
+    save_file(sd, str(path))
+    with pytest.raises(ModelLoadError, match="SR-distilled"):
+        loader.load_diffusion_model(make_ref("diffusion_model", "hunyuan_video15", [path]))
+
+
 @pytest.mark.parametrize("case", FIXTURE["transformer"], ids=lambda c: f"seed{c['seed']}")
 def test_transformer_matches_comfyui(model, case):
     shape = case["shape"]
