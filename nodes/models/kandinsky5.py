@@ -1,0 +1,331 @@
+"""Kandinsky 5 diffusion models (diffusion_models/kandinsky5lite_*.safetensors): a text encoder stack (Qwen2.5-VL
+states through `text_transformer_blocks`) feeding a visual decoder stack (`visual_transformer_blocks`: self-attention,
+cross-attention to the text, feed-forward, each modulated from the timestep plus the CLIP-L pooled vector).
+
+Detection (ComfyUI 0.10.0's model_detection, commit 79cdbc81 of hiddenswitch/ComfyUI, image_model "kandinsky5"):
+`visual_transformer_blocks.0.cross_attention.key_norm.weight`; the width from `visual_embeddings.in_layer.bias`,
+rotary axes (32, 48, 48) for the 4096-wide Pro video and 2560-wide Lite image models (the image one without rotary
+scaling), (16, 24, 24) otherwise; time width, feed-forward width, visual input width and block counts from the file.
+The video models see 16 latent channels joined with a 16-channel image latent and a 1-channel mask (33 x 2 x 2 = 132
+inputs per patch), the image model its 16 Flux latent channels alone (64).
+
+diffusers 0.42's Kandinsky5Transformer3DModel has the same names but rotates queries in bfloat16 and lays latents
+channels-last, so this module is our own: its parameter names are the published ones, and `forward` follows
+ComfyUI's diffusion_model call (the timestep is ComfyUI's, sigma x 1000).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+MARKER = "visual_transformer_blocks.0.cross_attention.key_norm.weight"
+PATCH = (1, 2, 2)
+THETA = 10000.0
+
+
+@dataclass(frozen=True)
+class Kandinsky5Config:
+    model_dim: int
+    ff_dim: int
+    time_dim: int
+    in_text_dim: int
+    in_text_dim2: int
+    visual_embed_dim: int
+    out_visual_dim: int
+    num_text_blocks: int
+    num_visual_blocks: int
+    axes_dims: tuple[int, int, int]
+    rope_scale_factor: tuple[float, float, float]
+
+    @property
+    def head_dim(self) -> int:
+        return sum(self.axes_dims)
+
+
+def find_prefix(keys) -> str | None:
+    """The prefix the published tensors sit under ('' or `model.diffusion_model.`), None when not Kandinsky 5."""
+    for key in keys:
+        if key.endswith(MARKER):
+            return key[: -len(MARKER)]
+    return None
+
+
+def _count(keys, stem: str) -> int:
+    return len({k[len(stem) :].split(".")[0] for k in keys if k.startswith(stem)})
+
+
+def infer_config(sd: Mapping[str, torch.Tensor]) -> Kandinsky5Config:
+    """The network's sizes from an unprefixed state dict (ComfyUI's detection rule, the text widths read from the
+    file where ComfyUI fixes Qwen2.5-VL 7B's 3584 and CLIP-L's 768)."""
+    if MARKER not in sd:
+        raise ValueError(f"not a Kandinsky 5 state dict (no {MARKER})")
+    model_dim = int(sd["visual_embeddings.in_layer.bias"].shape[0])
+    axes, scale = (16, 24, 24), (1.0, 2.0, 2.0)
+    if model_dim in (4096, 2560):  # Pro video and Lite image
+        axes = (32, 48, 48)
+        if model_dim == 2560:
+            scale = (1.0, 1.0, 1.0)
+    if model_dim % sum(axes):
+        raise ValueError(f"Kandinsky 5's width {model_dim} is not a multiple of its head width {sum(axes)}")
+    patch = math.prod(PATCH)
+    return Kandinsky5Config(
+        model_dim=model_dim,
+        ff_dim=int(sd["visual_transformer_blocks.0.feed_forward.in_layer.weight"].shape[0]),
+        time_dim=int(sd["time_embeddings.in_layer.bias"].shape[0]),
+        in_text_dim=int(sd["text_embeddings.in_layer.weight"].shape[1]),
+        in_text_dim2=int(sd["pooled_text_embeddings.in_layer.weight"].shape[1]),
+        visual_embed_dim=int(sd["visual_embeddings.in_layer.weight"].shape[1]) // patch,
+        out_visual_dim=int(sd["out_layer.out_layer.weight"].shape[0]) // patch,
+        num_text_blocks=_count(sd, "text_transformer_blocks."),
+        num_visual_blocks=_count(sd, "visual_transformer_blocks."),
+        axes_dims=axes,
+        rope_scale_factor=scale,
+    )
+
+
+def rope_table(pos: torch.Tensor, dim: int) -> torch.Tensor:
+    """[..., n] positions -> [..., n, dim/2, 2, 2] rotations (Flux's rope: float64 frequencies, float32 angles)."""
+    omega = 1.0 / THETA ** torch.linspace(0, (dim - 2) / dim, dim // 2, dtype=torch.float64, device=pos.device)
+    angle = pos.float()[..., None] * omega
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    return torch.stack([cos, -sin, sin, cos], dim=-1).unflatten(-1, (2, 2)).float()
+
+
+def rotate(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """x [B, S, H, D] by table [1, S, 1, D/2, 2, 2]."""
+    pairs = x.float().reshape(*x.shape[:-1], -1, 1, 2)
+    out = table[..., 0] * pairs[..., 0] + table[..., 1] * pairs[..., 1]
+    return out.reshape(x.shape).type_as(x)
+
+
+def shift_scale(norm: nn.Module, x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    return torch.addcmul(shift, norm(x), scale + 1.0)
+
+
+class Embed(nn.Module):
+    """A linear layer and an affine LayerNorm (text_embeddings, pooled_text_embeddings)."""
+
+    def __init__(self, width_in: int, width: int) -> None:
+        super().__init__()
+        self.in_layer = nn.Linear(width_in, width)
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.in_layer(x))
+
+
+class TimeEmbed(nn.Module):
+    def __init__(self, model_dim: int, time_dim: int) -> None:
+        super().__init__()
+        self.in_layer = nn.Linear(model_dim, time_dim)
+        self.out_layer = nn.Linear(time_dim, time_dim)
+        half = model_dim // 2
+        freqs = torch.exp(-math.log(THETA) * torch.arange(half, dtype=torch.float32) / half)
+        self.register_buffer("freqs", freqs, persistent=False)
+
+    def forward(self, t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        args = torch.outer(t, self.freqs.to(t.device))
+        emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1).to(dtype)
+        return self.out_layer(F.silu(self.in_layer(emb)))
+
+
+class Modulation(nn.Module):
+    def __init__(self, time_dim: int, model_dim: int, count: int) -> None:
+        super().__init__()
+        self.out_layer = nn.Linear(time_dim, count * model_dim)
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return self.out_layer(F.silu(t))
+
+
+class Attention(nn.Module):
+    def __init__(self, width: int, head_dim: int) -> None:
+        super().__init__()
+        self.heads = width // head_dim
+        self.to_query = nn.Linear(width, width)
+        self.to_key = nn.Linear(width, width)
+        self.to_value = nn.Linear(width, width)
+        self.query_norm = nn.RMSNorm(head_dim)
+        self.key_norm = nn.RMSNorm(head_dim)
+        self.out_layer = nn.Linear(width, width)
+
+    def heads_of(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(*x.shape[:-1], self.heads, -1)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        return self.out_layer(out.transpose(1, 2).flatten(2))
+
+    def forward(self, x: torch.Tensor, table: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        if context is None:  # self-attention: rotary after the norm
+            q = rotate(self.query_norm(self.heads_of(self.to_query(x))), table)
+            k = rotate(self.key_norm(self.heads_of(self.to_key(x))), table)
+            return self.attend(q, k, self.heads_of(self.to_value(x)))
+        q = self.query_norm(self.heads_of(self.to_query(x)))
+        k = self.key_norm(self.heads_of(self.to_key(context)))
+        return self.attend(q, k, self.heads_of(self.to_value(context)))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, width: int, ff_dim: int) -> None:
+        super().__init__()
+        self.in_layer = nn.Linear(width, ff_dim, bias=False)
+        self.out_layer = nn.Linear(ff_dim, width, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out_layer(F.gelu(self.in_layer(x)))
+
+
+def _gated(params: torch.Tensor) -> list[torch.Tensor]:
+    return [p.unsqueeze(1) for p in params.chunk(3, dim=-1)]
+
+
+class TextBlock(nn.Module):
+    def __init__(self, c: Kandinsky5Config) -> None:
+        super().__init__()
+        self.text_modulation = Modulation(c.time_dim, c.model_dim, 6)
+        self.self_attention_norm = nn.LayerNorm(c.model_dim, elementwise_affine=False)
+        self.self_attention = Attention(c.model_dim, c.head_dim)
+        self.feed_forward_norm = nn.LayerNorm(c.model_dim, elementwise_affine=False)
+        self.feed_forward = FeedForward(c.model_dim, c.ff_dim)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        attn, ff = self.text_modulation(t).chunk(2, dim=-1)
+        shift, scale, gate = _gated(attn)
+        x = torch.addcmul(x, gate, self.self_attention(shift_scale(self.self_attention_norm, x, scale, shift), table))
+        shift, scale, gate = _gated(ff)
+        return torch.addcmul(x, gate, self.feed_forward(shift_scale(self.feed_forward_norm, x, scale, shift)))
+
+
+class VisualBlock(nn.Module):
+    def __init__(self, c: Kandinsky5Config) -> None:
+        super().__init__()
+        self.visual_modulation = Modulation(c.time_dim, c.model_dim, 9)
+        self.self_attention_norm = nn.LayerNorm(c.model_dim, elementwise_affine=False)
+        self.self_attention = Attention(c.model_dim, c.head_dim)
+        self.cross_attention_norm = nn.LayerNorm(c.model_dim, elementwise_affine=False)
+        self.cross_attention = Attention(c.model_dim, c.head_dim)
+        self.feed_forward_norm = nn.LayerNorm(c.model_dim, elementwise_affine=False)
+        self.feed_forward = FeedForward(c.model_dim, c.ff_dim)
+
+    def forward(self, x: torch.Tensor, text: torch.Tensor, t: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        attn, cross, ff = self.visual_modulation(t).chunk(3, dim=-1)
+        shift, scale, gate = _gated(attn)
+        x = torch.addcmul(x, gate, self.self_attention(shift_scale(self.self_attention_norm, x, scale, shift), table))
+        shift, scale, gate = _gated(cross)
+        out = self.cross_attention(shift_scale(self.cross_attention_norm, x, scale, shift), table, context=text)
+        x = torch.addcmul(x, gate, out)
+        shift, scale, gate = _gated(ff)
+        return torch.addcmul(x, gate, self.feed_forward(shift_scale(self.feed_forward_norm, x, scale, shift)))
+
+
+class OutLayer(nn.Module):
+    def __init__(self, c: Kandinsky5Config) -> None:
+        super().__init__()
+        self.modulation = Modulation(c.time_dim, c.model_dim, 2)
+        self.norm = nn.LayerNorm(c.model_dim, elementwise_affine=False)
+        self.out_layer = nn.Linear(c.model_dim, math.prod(PATCH) * c.out_visual_dim)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """x [B, T, H, W, D] -> [B, C, T*pt, H*ph, W*pw]."""
+        b, tt, h, w, _ = x.shape
+        shift, scale = (p[:, None, None, None, :] for p in self.modulation(t).chunk(2, dim=-1))
+        x = self.out_layer(shift_scale(self.norm, x, scale, shift))
+        pt, ph, pw = PATCH
+        x = x.view(b, tt, h, w, -1, pt, ph, pw).permute(0, 4, 1, 5, 2, 6, 3, 7)
+        return x.reshape(b, x.shape[1], tt * pt, h * ph, w * pw)
+
+
+class Kandinsky5Network(nn.Module):
+    """The DiT under the published names (load_state_dict takes the unprefixed file)."""
+
+    def __init__(self, config: Kandinsky5Config) -> None:
+        super().__init__()
+        c = self.config = config
+        self.time_embeddings = TimeEmbed(c.model_dim, c.time_dim)
+        self.text_embeddings = Embed(c.in_text_dim, c.model_dim)
+        self.pooled_text_embeddings = Embed(c.in_text_dim2, c.time_dim)
+        self.visual_embeddings = nn.Module()
+        self.visual_embeddings.in_layer = nn.Linear(math.prod(PATCH) * c.visual_embed_dim, c.model_dim)
+        self.text_transformer_blocks = nn.ModuleList(TextBlock(c) for _ in range(c.num_text_blocks))
+        self.visual_transformer_blocks = nn.ModuleList(VisualBlock(c) for _ in range(c.num_visual_blocks))
+        self.out_layer = OutLayer(c)
+
+    def visual_rope(self, t: int, h: int, w: int, device: torch.device) -> torch.Tensor:
+        """[1, T*H*W, 1, D/2, 2, 2]: the patch grid's positions, each axis spread over (len - 1) / scale + 1
+        (ComfyUI's rope_encode_3d without rope_options; the 4096-wide Pro model scales large frames by 3.16)."""
+        lens = [(n + p // 2) // p for n, p in zip((t, h, w), PATCH)]
+        scale = self.config.rope_scale_factor
+        if self.config.model_dim == 4096 and h * w >= 14080:
+            scale = (1.0, 3.16, 3.16)
+        axes = [
+            torch.linspace(0, (n - 1.0) / s, steps=n, device=device, dtype=torch.float32) for n, s in zip(lens, scale)
+        ]
+        grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, 3)
+        tables = [rope_table(grid[:, i], d) for i, d in enumerate(self.config.axes_dims)]
+        return torch.cat(tables, dim=-3)[None, :, None]
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        timestep: torch.Tensor,
+        context: torch.Tensor,
+        pooled: torch.Tensor,
+        time_dim_replace: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """x [B, C, T, H, W] (or [B, C, H, W]) with its joined channels; timestep [B] in ComfyUI's scale; context
+        [B, L, in_text_dim]; pooled [B, in_text_dim2]; time_dim_replace: clean start latents written over the
+        first channels and frames (Kandinsky5ImageToVideo's)."""
+        image = x.dim() == 4
+        if image:
+            x = x.unsqueeze(2)
+        _, _, t, h, w = x.shape
+        pads = []
+        for size, p in zip((t, h, w), PATCH):
+            pads = [0, (p - size % p) % p, *pads]
+        x = F.pad(x, pads, mode="circular") if any(pads) else x
+        if time_dim_replace is not None:
+            x = x.clone()
+            start = F.pad(time_dim_replace, pads, mode="circular") if any(pads) else time_dim_replace
+            x[:, : start.shape[1], : start.shape[2]] = start
+        visual_table = self.visual_rope(t, h, w, x.device)
+        text_pos = torch.arange(context.shape[1], device=x.device, dtype=torch.float32)
+        text_table = rope_table(text_pos, self.config.head_dim)[None, :, None]
+
+        text = self.text_embeddings(context)
+        temb = self.time_embeddings(timestep, x.dtype) + self.pooled_text_embeddings(pooled)
+        for block in self.text_transformer_blocks:
+            text = block(text, temb, text_table)
+
+        b, c, tt, hh, ww = x.shape
+        pt, ph, pw = PATCH
+        patches = x.movedim(1, -1).reshape(b, tt // pt, pt, hh // ph, ph, ww // pw, pw, c)
+        patches = patches.permute(0, 1, 3, 5, 2, 4, 6, 7).flatten(4, 7)
+        visual = self.visual_embeddings.in_layer(patches)
+        grid = visual.shape[:-1]
+        visual = visual.flatten(1, 3)
+        for block in self.visual_transformer_blocks:
+            visual = block(visual, text, temb, visual_table)
+        out = self.out_layer(visual.reshape(*grid, -1), temb)
+        return out.squeeze(2) if image else out
+
+
+def concat_channels(noise: torch.Tensor, concat_mask: torch.Tensor | None) -> torch.Tensor:
+    """The 17 channels the video models see after the noise (model_base.Kandinsky5.concat_cond): an all-zero image
+    latent and 1 - mask (the start frames' 1), the mask resized to the latent and zero-padded to its frames; without
+    a mask a zero channel."""
+    from nodes.models.hunyuan_video15 import resize_to_batch, video_upscale
+
+    image = torch.zeros_like(noise)
+    if concat_mask is None:
+        return torch.cat([image, torch.zeros_like(noise[:, :1])], dim=1)
+    mask = video_upscale(1.0 - concat_mask.to(noise.device, noise.dtype), noise.shape[-1], noise.shape[-2])
+    if mask.shape[2] < noise.shape[2]:
+        mask = F.pad(mask, (0, 0, 0, 0, 0, noise.shape[2] - mask.shape[2]))
+    return torch.cat([image, resize_to_batch(mask, noise.shape[0])], dim=1)

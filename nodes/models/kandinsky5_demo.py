@@ -1,0 +1,53 @@
+"""kandinsky5-tiny: a deterministic tiny Kandinsky 5 Lite video DiT in the published layout (the names
+kandinsky5lite_t2v_*.safetensors carry, bare) as diffusion_models/kandinsky5lite_t2v_tiny.safetensors.
+
+Its sizes are those ComfyUI 0.10.0's detection reads whole from a width other than 4096 / 2560 / 1792: rotary axes
+(16, 24, 24), so heads 64 wide (two, 128 wide); the video input of 16 latent, 16 image-latent and 1 mask channels
+per 1x2x2 patch (132). The text widths are the tiny encoders': the tiny Qwen2.5-VL's 32 and flux-tiny's CLIP-L 32
+(ComfyUI fixes 3584 and 768; its recorder gives them from the file). Same seed -> byte-identical files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from nodes.models.flux_demo import randomize_constants
+from nodes.models.kandinsky5 import Kandinsky5Config, Kandinsky5Network
+from nodes.output_claims import write_atomic
+
+SEED = 5
+T2V_FILE = "diffusion_models/kandinsky5lite_t2v_tiny.safetensors"
+TINY = Kandinsky5Config(
+    model_dim=128,
+    ff_dim=256,
+    time_dim=32,
+    in_text_dim=32,
+    in_text_dim2=32,
+    visual_embed_dim=33,
+    out_visual_dim=16,
+    num_text_blocks=1,
+    num_visual_blocks=2,
+    axes_dims=(16, 24, 24),
+    rope_scale_factor=(1.0, 2.0, 2.0),
+)
+
+
+def tiny_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
+    """The tiny video DiT's weights under the published names; every tensor random (no zero modulation)."""
+    torch.manual_seed(seed)
+    network = Kandinsky5Network(TINY)
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in network.parameters():  # larger than PyTorch's defaults, so that every block moves the output
+            p.mul_(2.0)
+    randomize_constants(network, gen)
+    return {k: v.contiguous() for k, v in network.state_dict().items()}
+
+
+def build_demo_kandinsky5(models_dir: Path) -> list[Path]:
+    path = Path(models_dir) / T2V_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, lambda tmp: save_file(tiny_state_dict(), str(tmp)))
+    return [path]

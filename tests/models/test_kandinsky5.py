@@ -1,0 +1,98 @@
+"""Kandinsky 5's video DiT (nodes/models/kandinsky5.py) against ComfyUI 0.10.0's on kandinsky5-tiny
+(scripts/record_comfyui_kandinsky5.py): the raw network output, with start frames written in by time_dim_replace,
+and the whole model's prediction from Kandinsky5ImageToVideo's conditioning."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from nodes.models.kandinsky5 import Kandinsky5Network, concat_channels, find_prefix, infer_config
+from nodes.models.kandinsky5_demo import tiny_state_dict
+from tests.recorded_tensors import at_recorded, load_json, tensor
+
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_kandinsky5.json")
+HUNYUAN_VIDEO_SCALE = 0.476986  # ComfyUI's latent_formats.HunyuanVideo scale_factor (process_latent_in)
+
+
+def recorded_inputs(seed: int = 39) -> dict[str, torch.Tensor]:
+    """The recorder's seeded draws, in its order."""
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "x": torch.randn(2, 33, 3, 8, 12, generator=g),
+        "context": torch.randn(2, 7, 32, generator=g),
+        "y": torch.randn(2, 32, generator=g),
+        "start": torch.randn(1, 16, 1, 8, 12, generator=g),
+        "mask": (torch.rand(1, 1, 3, 8, 12, generator=g) > 0.5).float(),
+    }
+
+
+@pytest.fixture(scope="module")
+def network(tmp_path_factory) -> Kandinsky5Network:
+    torch.set_num_threads(1)
+    sd = tiny_state_dict()
+    path = tmp_path_factory.mktemp("k5") / "tiny.safetensors"
+    save_file(sd, str(path))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == FIXTURE["file_sha256"], "not the recorded tiny file"
+    net = Kandinsky5Network(infer_config(sd))
+    net.load_state_dict(sd)
+    return net.eval()
+
+
+def test_inputs_are_the_recorded_ones():
+    for name, value in recorded_inputs().items():
+        assert float(value.sum()) == pytest.approx(FIXTURE["input_sums"][name], abs=1e-4), name
+
+
+def test_detection_reads_comfyuis_sizes():
+    sd = tiny_state_dict()
+    assert find_prefix(sd.keys()) == ""
+    assert find_prefix({"model.diffusion_model." + k for k in sd}) == "model.diffusion_model."
+    config = infer_config(sd)
+    recorded = FIXTURE["unet_config"]
+    assert FIXTURE["model_class"] == "Kandinsky5"
+    assert (config.model_dim, config.time_dim, config.ff_dim) == (
+        recorded["model_dim"],
+        recorded["time_dim"],
+        recorded["ff_dim"],
+    )
+    assert config.visual_embed_dim * 4 == recorded["visual_embed_dim"]
+    assert (config.num_text_blocks, config.num_visual_blocks) == (
+        recorded["num_text_blocks"],
+        recorded["num_visual_blocks"],
+    )
+    with pytest.raises(ValueError, match="not a Kandinsky 5 state dict"):
+        infer_config({"foo": torch.zeros(1)})
+
+
+@torch.no_grad()
+def test_raw_output_equals_comfyuis(network):
+    data = recorded_inputs()
+    t = torch.tensor(FIXTURE["timesteps"])
+    ours = network(data["x"], t, data["context"], data["y"])
+    assert torch.allclose(at_recorded(ours, FIXTURE["raw"]), tensor(FIXTURE["raw"]), atol=1e-5, rtol=0)
+    start = data["start"].expand(2, -1, -1, -1, -1)
+    ours = network(data["x"], t, data["context"], data["y"], time_dim_replace=start)
+    entry = FIXTURE["time_dim_replace"]
+    assert torch.allclose(at_recorded(ours, entry), tensor(entry), atol=1e-5, rtol=0)
+    assert not torch.allclose(ours, network(data["x"], t, data["context"], data["y"]))
+
+
+@torch.no_grad()
+def test_image_to_video_prediction_equals_comfyuis(network):
+    """apply_model at sigma 0.8 (flow: timestep sigma x 1000, denoised = x - sigma x output) with the start latent
+    process_latent_in'd into time_dim_replace and the mask's concat channels."""
+    data = recorded_inputs()
+    noise = data["x"][:, :16]
+    concat = concat_channels(noise, data["mask"])
+    assert torch.allclose(at_recorded(concat, FIXTURE["concat"]), tensor(FIXTURE["concat"]), atol=1e-6, rtol=0)
+    sigma = FIXTURE["sigma"]
+    start = (data["start"] * HUNYUAN_VIDEO_SCALE).expand(2, -1, -1, -1, -1)
+    out = network(torch.cat([noise, concat], dim=1), torch.full((2,), sigma * 1000), data["context"], data["y"], start)
+    denoised = noise - sigma * out
+    entry = FIXTURE["denoised"]
+    assert torch.allclose(at_recorded(denoised, entry), tensor(entry), atol=1e-5, rtol=0)
