@@ -14,6 +14,7 @@ import torch
 from .components import TextEncoder
 from .errors import ModelLoadError
 from .safetensors_io import build_module
+from .text_encoder_dtype import text_encoder_compute_dtype
 from .tokenizer import SDTokenizer, TokenWeights
 
 IGNORED = ("logit_scale", "position_ids", "attn_mask")
@@ -155,8 +156,10 @@ def build_clip(sd: dict[str, torch.Tensor], hidden_act: str, path: str | None, w
     cfg = clip_config(sd, hidden_act, path)
     if "text_projection.weight" in sd:
         weights = {("" if k == "text_projection.weight" else "text_model.") + k: v for k, v in sd.items()}
-        return build_module(lambda: CLIPTextModelWithProjection(cfg), weights, path, what)
-    return build_module(lambda: CLIPTextModel(cfg), sd, path, what)
+        return build_module(
+            lambda: CLIPTextModelWithProjection(cfg), weights, path, what, dtype=text_encoder_compute_dtype()
+        )
+    return build_module(lambda: CLIPTextModel(cfg), sd, path, what, dtype=text_encoder_compute_dtype())
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from nodes.models.flux_tokenize import ChunkRules, encode_weighted, tokenize_wei
 from nodes.models.safetensors_io import build_module
 from nodes.models.t5 import T5_MARKER, build_t5, t5_hidden_states, tokenizer_from_json, tokenizer_from_vocab
 from nodes.models.t5_tokenizer import find_t5_tokenizer
+from nodes.models.text_encoder_dtype import text_encoder_compute_dtype
 from nodes.models.tokenizer import bpe_for_vocab_size, byte_level_bpe
 
 CLIP_MARKER = "text_model.final_layer_norm.weight"
@@ -88,7 +89,7 @@ def build_clip(sd: Mapping[str, torch.Tensor], path: str | None, heads: int | No
         for k, v in sd.items()
         if k.startswith("text_model.") and not k.endswith("position_ids")
     }
-    dtype = next(iter(sd.values())).dtype
+    dtype = text_encoder_compute_dtype(next(iter(sd.values())).dtype)
     return build_module(lambda: CLIPTextModel(cfg), sd, path, "CLIP-L text encoder", dtype=dtype)
 
 

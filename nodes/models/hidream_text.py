@@ -37,6 +37,7 @@ from nodes.models.safetensors_io import build_module
 from nodes.models.sd3_text import MISSING_WIDTH, split_text_encoders
 from nodes.models.t5 import build_t5, tokenizer_from_vocab
 from nodes.models.t5_tokenizer import find_t5_tokenizer
+from nodes.models.text_encoder_dtype import text_encoder_compute_dtype
 from nodes.models.tokenizer import SDTokenizer, TokenWeights
 
 LLAMA_MARKER = "model.layers.0.post_attention_layernorm.weight"  # ComfyUI's detect_te_model: LLAMA3_8
@@ -96,7 +97,7 @@ def build_llama(sd: Mapping[str, torch.Tensor], path: str | None) -> torch.nn.Mo
     except KeyError as e:
         raise ModelLoadError(path, f"not a usable Llama text encoder: missing {e}") from None
     weights = {k[len("model.") :]: v for k, v in sd.items() if k.startswith("model.")}
-    dtype = weights["embed_tokens.weight"].dtype
+    dtype = text_encoder_compute_dtype(weights["embed_tokens.weight"].dtype)
     model = build_module(lambda: with_real_rotary(LlamaModel(config)), weights, path, "Llama text encoder", dtype=dtype)
     return model.eval()
 

@@ -15,6 +15,7 @@ import torch
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import find_prefix, strip_prefix
 from nodes.models.safetensors_io import build_module
+from nodes.models.text_encoder_dtype import text_encoder_compute_dtype
 
 MARKER = "model.layers.0.self_attn.q_norm.weight"  # Qwen3 has per-head q/k norms; Qwen2/2.5 and Llama do not
 ROPE_THETA = 1_000_000.0
@@ -57,7 +58,7 @@ def qwen3_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
 
 def build_qwen3(state_dict: Mapping[str, torch.Tensor], path: str | None):
     """transformers' Qwen3Model (no LM head) from a Qwen3 state dict in ComfyUI's / transformers' layout,
-    bare or prefixed (`text_encoders.qwen3_4b.transformer.`); the dtype is the file's."""
+    bare or prefixed (`text_encoders.qwen3_4b.transformer.`); it computes in float32 whatever the file's dtype (nodes/models/text_encoder_dtype.py)."""
     from transformers import Qwen3Config, Qwen3Model
 
     prefix = find_qwen3_prefix(state_dict.keys())
@@ -71,7 +72,7 @@ def build_qwen3(state_dict: Mapping[str, torch.Tensor], path: str | None):
     except ValueError as e:
         raise ModelLoadError(path, f"not a usable Qwen3 text encoder: {e}") from None
     weights = {k[len("model.") :]: v for k, v in sd.items() if k.startswith("model.")}
-    dtype = weights["embed_tokens.weight"].dtype
+    dtype = text_encoder_compute_dtype(weights["embed_tokens.weight"].dtype)
     return build_module(lambda: with_real_rotary(Qwen3Model(config)), weights, path, "Qwen3 text encoder", dtype=dtype)
 
 

@@ -38,6 +38,7 @@ from nodes.models.qwen3vl_vision import (
 )
 from nodes.models.qwen_tokenizer import QwenTokenizer, qwen_tokenizer
 from nodes.models.safetensors_io import build_module
+from nodes.models.text_encoder_dtype import text_encoder_compute_dtype
 from nodes.models.tokenizer import escape_parens, unescape_parens
 from nodes.models.zimage_text import tokenizer_dirs
 
@@ -96,7 +97,9 @@ def build_language_model(state_dict: Mapping[str, torch.Tensor], path: str | Non
             model.rotary_emb = type(model.rotary_emb)(config=config)
         return model
 
-    return build_module(skeleton, sd, path, "Qwen3-VL text encoder", dtype=sd["embed_tokens.weight"].dtype)
+    return build_module(
+        skeleton, sd, path, "Qwen3-VL text encoder", dtype=text_encoder_compute_dtype(sd["embed_tokens.weight"].dtype)
+    )
 
 
 def chat_text(text: str, images: int = 0) -> str:

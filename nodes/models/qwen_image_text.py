@@ -42,6 +42,7 @@ from nodes.models.lora import TE_FAMILY, lora_modules
 from nodes.models.qwen_tokenizer import ENDOFTEXT_ID, IM_START_ID, QwenTokenizer, qwen_tokenizer
 from nodes.models.qwen_vl import IMAGE_PAD_ID, build_vision_tower, has_vision_tower, image_embeddings, mrope_positions
 from nodes.models.safetensors_io import build_module, load_state_dict
+from nodes.models.text_encoder_dtype import text_encoder_compute_dtype
 
 NAME = "qwen25_7b"  # ComfyUI's key for this encoder's tokens
 MARKER = "layers.0.self_attn.q_proj.weight"
@@ -221,7 +222,7 @@ def build_qwen25(sd: Mapping[str, torch.Tensor], path: str | None) -> Qwen2Model
             model.rotary_emb = Qwen2_5_VLRotaryEmbedding(config=config)
         return model
 
-    return build_module(factory, dict(sd), path, "Qwen2.5-VL language model")
+    return build_module(factory, dict(sd), path, "Qwen2.5-VL language model", dtype=text_encoder_compute_dtype())
 
 
 def load_text_encoder(

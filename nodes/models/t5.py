@@ -13,6 +13,7 @@ from transformers import T5Config, T5EncoderModel, T5Tokenizer
 
 from nodes.models.errors import ModelLoadError
 from nodes.models.safetensors_io import build_module
+from nodes.models.text_encoder_dtype import text_encoder_compute_dtype
 
 T5_MARKER = "encoder.final_layer_norm.weight"
 
@@ -53,7 +54,9 @@ def build_t5(sd: Mapping[str, torch.Tensor], path: str | None) -> T5EncoderModel
     # T5EncoderModel's encoder.embed_tokens is `shared`; files hold either name.
     sd["shared.weight"] = sd["encoder.embed_tokens.weight"] = emb
     cfg = t5_config(sd)
-    return build_module(lambda: T5EncoderModel(cfg), sd, path, "T5 text encoder", dtype=emb.dtype)
+    return build_module(
+        lambda: T5EncoderModel(cfg), sd, path, "T5 text encoder", dtype=text_encoder_compute_dtype(emb.dtype)
+    )
 
 
 def t5_hidden_states(model: T5EncoderModel, ids: torch.Tensor, layer: int = -1) -> torch.Tensor:

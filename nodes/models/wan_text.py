@@ -26,6 +26,7 @@ from nodes.models.flux_tokenize import (
     with_tokenizer_options,
 )
 from nodes.models.safetensors_io import build_module
+from nodes.models.text_encoder_dtype import text_encoder_compute_dtype
 
 UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
 SPIECE_KEY = "spiece_model"
@@ -117,7 +118,9 @@ def load_text_encoder(
         config = umt5_config(sd)
     except KeyError as e:
         raise ModelLoadError(path, f"not a usable umt5 encoder: no {e}") from None
-    module = build_module(lambda: UMT5EncoderModel(config), sd, path, "umt5 text encoder", dtype=torch.float32)
+    module = build_module(
+        lambda: UMT5EncoderModel(config), sd, path, "umt5 text encoder", dtype=text_encoder_compute_dtype()
+    )
     rules = with_tokenizer_options(RULES, dict(ref.option("tokenizer_options", ())), "umt5xxl")
     return WanTextEncoder(
         arch="wan21",
