@@ -59,20 +59,38 @@ def test_config_follows_comfyuis_table(demo_workspace) -> None:
     assert t2i.config["num_layers"] == recorded.get("num_blocks", 10)
 
 
+# (seed, latent shape, context rows), as the recorder draws its inputs
+CASES = {
+    "t2i": (1, [1, 16, 1, 8, 8], 7),
+    "t2i_batch_two": (2, [2, 16, 1, 6, 10], 5),
+    "i2v": (3, [1, 16, 3, 6, 8], 6),
+    "i2v_no_mask": (4, [1, 16, 2, 4, 4], 4),
+}
+
+
 @pytest.mark.parametrize("case", sorted(FIXTURE["cases"]))
 def test_step_equals_comfyuis(demo_workspace, case: str) -> None:
     torch.set_num_threads(1)
     want = FIXTURE["cases"][case]
     model = load(demo_workspace, want["file"])
     ms = model_sampling(model)
-    x, context = tensor(want["x"]), tensor(want["context"])
+    seed, shape, rows = CASES[case]
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=gen)
+    context = torch.randn([shape[0], rows, 1024], generator=gen)
     sigma = torch.full([x.shape[0]], want["sigma"])
-    mask = tensor(want["denoise_mask"]) if "denoise_mask" in want else None
+    mask = None
+    if want["keeps_first_frame"]:
+        mask = torch.ones([shape[0], 1, *shape[2:]])
+        mask[:, :, :1] = 0.0
+    raw_x = x
+    if model.config["in_channels"] == 18:  # the image-to-video network also takes 1 - mask (zeros without one)
+        raw_x = torch.cat([x, torch.zeros_like(x[:, :1]) if mask is None else 1.0 - mask], dim=1)
     with torch.no_grad():
         t = ms.timestep(sigma)
         torch.testing.assert_close(t.float(), tensor(want["raw_t"]), atol=1e-7, rtol=0)
         raw = model.module(
-            hidden_states=torch.cat([tensor(want["raw_x"]), torch.zeros_like(x[:, :1])], dim=1),
+            hidden_states=torch.cat([raw_x, torch.zeros_like(x[:, :1])], dim=1),
             timestep=t,
             encoder_hidden_states=context,
             return_dict=False,
