@@ -27,12 +27,29 @@ from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, sha256, 
 
 OUT, MODELS = sys.argv[1:3]
 comfyui_on_cpu()
+import comfy.ldm.wan.vae  # noqa: E402
 import comfy.sd  # noqa: E402
 import comfy.supported_models  # noqa: E402
 import comfy.utils  # noqa: E402
+import comfy_extras.nodes_kandinsky5 as nodes_kandinsky5  # noqa: E402
 
 COMMIT = "79cdbc81"
 FILE = "diffusion_models/kandinsky5lite_t2v_tiny.safetensors"
+# The video models' VAE is HunyuanVideo's (not implemented here yet); the nodes take any VAE, and the Wan 2.1 VAE's
+# latent has the same shape (16 channels, 4x frames, 8x size): the image-to-video node is recorded with its tiny file.
+VAE = "vae/wan_2.1_vae_tiny.safetensors"
+# (width, height, length, batch_size, start frames or None): start frames are seeded draws of this size
+I2V_CASES = {
+    "text_only": (64, 48, 9, 2, None),
+    "one_frame": (64, 48, 9, 1, (1, 40, 56)),
+    "five_frames": (32, 32, 13, 1, (6, 32, 48)),
+}
+# (latent shape, start_frame_count, reference_frame_count)
+NORMALIZE_CASES = {
+    "default": ((1, 16, 9, 4, 6), 4, 5),
+    "short": ((2, 16, 3, 4, 6), 2, 5),
+    "one_frame": ((1, 16, 1, 4, 6), 4, 5),
+}
 TEXT_WIDTH, POOLED_WIDTH = 32, 32  # the tiny Qwen2.5-VL's and flux-tiny's CLIP-L
 
 
@@ -75,6 +92,7 @@ def main() -> None:
         kwargs = {k: v.process_cond(batch_size=2, area=None, device=torch.device("cpu")).cond for k, v in conds.items()}
         sigma = torch.tensor([0.8, 0.8])
         denoised = model.apply_model(noise, sigma, **kwargs)
+    data_nodes = record_nodes()
     write_json(
         OUT,
         {
@@ -95,8 +113,54 @@ def main() -> None:
             "sigma": 0.8,
             "denoised": b64(denoised, MAX_RECORDED_VALUES),
             "concat": b64(kwargs["c_concat"], MAX_RECORDED_VALUES),
+            **data_nodes,
         },
     )
+
+
+def cond_values(conditioning: list) -> dict:
+    opts = conditioning[0][1]
+    return {k: b64(opts[k]) for k in ("time_dim_replace", "concat_mask") if k in opts}
+
+
+def record_nodes() -> dict:
+    """The two nodes' interfaces and outputs: Kandinsky5ImageToVideo without and with start frames (the tiny Wan 2.1
+    VAE, its base width read from the file), NormalizeVideoLatentStart on seeded latents."""
+    vae_sd = comfy.utils.load_torch_file(f"{MODELS}/{VAE}")
+    wan = comfy.ldm.wan.vae.WanVAE  # ComfyUI fixes the Wan VAE's base width (96); the tiny file's is narrower
+    comfy.ldm.wan.vae.WanVAE = lambda **cfg: wan(**{**cfg, "dim": vae_sd["encoder.conv1.weight"].shape[0]})
+    vae = comfy.sd.VAE(sd=vae_sd)
+    cond = [[torch.ones(1, 3, 4), {"pooled_output": torch.zeros(1, 4)}]]
+    i2v = {}
+    for name, (width, height, length, batch, start) in I2V_CASES.items():
+        args = {"positive": cond, "negative": cond, "vae": vae, "width": width, "height": height, "length": length}
+        args["batch_size"] = batch
+        if start is not None:
+            args["start_image"] = torch.rand(*start, 3, generator=torch.Generator().manual_seed(7))
+        pos, neg, latent, cond_latent = nodes_kandinsky5.Kandinsky5ImageToVideo.execute(**args).result
+        i2v[name] = {
+            "latent_shape": list(latent["samples"].shape),
+            "latent_sum": float(latent["samples"].sum()),
+            "cond_latent": b64(cond_latent["samples"]) if cond_latent else None,
+            "positive": cond_values(pos),
+            "negative": cond_values(neg),
+        }
+    normalize = {}
+    for name, (shape, start, reference) in NORMALIZE_CASES.items():
+        samples = torch.randn(*shape, generator=torch.Generator().manual_seed(3)) * 2 + 0.5
+        (out,) = nodes_kandinsky5.NormalizeVideoLatentStart.execute({"samples": samples}, start, reference).result
+        normalize[name] = b64(out["samples"])
+    info = {}
+    for cls in (nodes_kandinsky5.Kandinsky5ImageToVideo, nodes_kandinsky5.NormalizeVideoLatentStart):
+        node = cls.GET_NODE_INFO_V1()
+        info[node["name"]] = {**node, "python_module": "comfy_extras.nodes_kandinsky5"}
+    return {
+        "vae": VAE,
+        "vae_sha256": sha256(f"{MODELS}/{VAE}"),
+        "image_to_video": i2v,
+        "normalize": normalize,
+        "object_info": info,
+    }
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ from nodes.models.kandinsky5_demo import tiny_state_dict
 from tests.recorded_tensors import at_recorded, load_json, tensor
 
 FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_kandinsky5.json")
+# The network's outputs reach |10|: recorded within 6.7e-6 of ours on the recording machine, but float32 matmuls on
+# another CPU (AVX-512 / AMX against AVX2) move them by up to 1.8e-5 (seen), so outputs are compared at 3e-5.
+OUTPUT_ATOL = 3e-5
 HUNYUAN_VIDEO_SCALE = 0.476986  # ComfyUI's latent_formats.HunyuanVideo scale_factor (process_latent_in)
 
 
@@ -74,11 +77,11 @@ def test_raw_output_equals_comfyuis(network):
     data = recorded_inputs()
     t = torch.tensor(FIXTURE["timesteps"])
     ours = network(data["x"], t, data["context"], data["y"])
-    assert torch.allclose(at_recorded(ours, FIXTURE["raw"]), tensor(FIXTURE["raw"]), atol=1e-5, rtol=0)
+    assert torch.allclose(at_recorded(ours, FIXTURE["raw"]), tensor(FIXTURE["raw"]), atol=OUTPUT_ATOL, rtol=0)
     start = data["start"].expand(2, -1, -1, -1, -1)
     ours = network(data["x"], t, data["context"], data["y"], time_dim_replace=start)
     entry = FIXTURE["time_dim_replace"]
-    assert torch.allclose(at_recorded(ours, entry), tensor(entry), atol=1e-5, rtol=0)
+    assert torch.allclose(at_recorded(ours, entry), tensor(entry), atol=OUTPUT_ATOL, rtol=0)
     assert not torch.allclose(ours, network(data["x"], t, data["context"], data["y"]))
 
 
@@ -95,4 +98,4 @@ def test_image_to_video_prediction_equals_comfyuis(network):
     out = network(torch.cat([noise, concat], dim=1), torch.full((2,), sigma * 1000), data["context"], data["y"], start)
     denoised = noise - sigma * out
     entry = FIXTURE["denoised"]
-    assert torch.allclose(at_recorded(denoised, entry), tensor(entry), atol=1e-5, rtol=0)
+    assert torch.allclose(at_recorded(denoised, entry), tensor(entry), atol=OUTPUT_ATOL, rtol=0)

@@ -36,6 +36,8 @@ MAGE_FLOW = Path(__file__).resolve().parent / "fixtures" / "comfyui_mage_flow_ob
 SEEDVR2 = Path(__file__).resolve().parent / "fixtures" / "comfyui_seedvr2_object_info.json"
 # HunyuanVideo 1.5's two nodes, recorded from ComfyUI 0.10.0 with the family's numbers (object_info of that fixture).
 HUNYUAN_VIDEO15 = REPO / "tests" / "models" / "fixtures" / "comfyui_hunyuan_video15.json.xz"
+# Kandinsky 5's two nodes, recorded from ComfyUI 0.10.0 with the family's numbers (object_info of that fixture).
+KANDINSKY5 = REPO / "tests" / "models" / "fixtures" / "comfyui_kandinsky5.json.xz"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
 FILE_COMBOS = {
     "ckpt_name",
@@ -112,6 +114,7 @@ def reference() -> dict[str, dict]:
         **json.loads(WAN_ANIMATE2.read_text())["classes"],
         **json.loads(SEEDVR2.read_text())["classes"],
         **load_json(HUNYUAN_VIDEO15)["object_info"],
+        **load_json(KANDINSKY5)["object_info"],
         **json.loads(MAGE_FLOW.read_text())["classes"],
     }
 
