@@ -23,6 +23,17 @@ SPATIAL = 8  # the Qwen-Image (Wan 2.1) VAE's pixels per latent cell
 LATENT_CHANNELS = 16
 
 
+def digest_of(*tensors: torch.Tensor | None) -> str:
+    """A digest of tensors' shapes and float values (None skipped): a patch's key without its pixels."""
+    h = hashlib.sha256()
+    for t in tensors:
+        if t is not None:
+            t = t.detach().cpu().contiguous().float()
+            h.update(repr(tuple(t.shape)).encode())
+            h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
 @dataclass(frozen=True)
 class DiffSynthPatch:
     """One applied DiffSynth ControlNet; equal, hashed and keyed (ModelRef.key reads the repr) by a digest of its
@@ -39,16 +50,37 @@ class DiffSynthPatch:
     def of(
         cls, patch: ModelRef, vae: ModelRef, image: torch.Tensor, strength: float, mask: torch.Tensor | None
     ) -> DiffSynthPatch:
-        h = hashlib.sha256()
-        for t in (image, mask):
-            if t is not None:
-                t = t.detach().cpu().contiguous().float()
-                h.update(repr(tuple(t.shape)).encode())
-                h.update(t.numpy().tobytes())
-        return cls(patch, vae, float(strength), h.hexdigest(), image, mask)
+        return cls(patch, vae, float(strength), digest_of(image, mask), image, mask)
 
 
-def with_patch(model: ModelRef, entry: DiffSynthPatch) -> ModelRef:
+@dataclass(frozen=True)
+class LLLitePatch:
+    """One applied Anima LLLite (AnimaLLLiteApply): no VAE; its control image (and mask) is resized to the latent
+    being sampled and handed to the steps, which run the LLLite's encoder in their sigma window
+    (nodes.models.anima_lllite). Keyed by a digest of the image and mask like DiffSynthPatch."""
+
+    patch: ModelRef
+    strength: float
+    sigma_start: float
+    sigma_end: float
+    digest: str
+    image: torch.Tensor = field(repr=False, compare=False, hash=False)
+    mask: torch.Tensor | None = field(repr=False, compare=False, hash=False)
+
+    @classmethod
+    def of(
+        cls,
+        patch: ModelRef,
+        image: torch.Tensor,
+        mask: torch.Tensor | None,
+        strength: float,
+        sigma_start: float,
+        sigma_end: float,
+    ) -> LLLitePatch:
+        return cls(patch, float(strength), float(sigma_start), float(sigma_end), digest_of(image, mask), image, mask)
+
+
+def with_patch(model: ModelRef, entry: DiffSynthPatch | LLLitePatch) -> ModelRef:
     """ComfyUI's set_model_double_block_patch: patches append and run in that order."""
     return model.with_option(OPTION, tuple(model.option(OPTION, ())) + (entry,))
 
@@ -59,13 +91,33 @@ def _scaled_like_comfyui(image: torch.Tensor, width: int, height: int) -> torch.
     return common_upscale(image.movedim(-1, 1), width, height, "area", "center").movedim(1, -1)
 
 
-async def control_latent(entry: DiffSynthPatch, latent_hw: tuple[int, int]) -> torch.Tensor:
+def lllite_input(entry: LLLitePatch, latent_hw: tuple[int, int]) -> torch.Tensor:
+    """An Anima LLLite's encoder input for a latent of `latent_hw` cells, padded to whole 2x2 patches as the DiT
+    sees it."""
+    from nodes.models.anima_lllite import control_input
+
+    h, w = latent_hw
+    in_channels = int(entry.patch.option("in_channels", 3))
+    masked = bool(entry.patch.option("masked_input", False))
+    return control_input(entry.image, entry.mask, (h + h % 2, w + w % 2), in_channels, masked)
+
+
+def step_param(entry: DiffSynthPatch | LLLitePatch) -> tuple[ModelRef, float]:
+    """What a denoise step gets of an entry: the patch ref (an LLLite's with its sigma window) and the strength."""
+    if isinstance(entry, LLLitePatch):
+        return entry.patch.with_option("sigma_window", (entry.sigma_start, entry.sigma_end)), entry.strength
+    return entry.patch, entry.strength
+
+
+async def control_latent(entry: DiffSynthPatch | LLLitePatch, latent_hw: tuple[int, int]) -> torch.Tensor:
     """For a Z-Image Fun ControlNet: the image encoded at the (even-padded) latent's pixel size, in Flux's model
     space, [B,16,H,W]. For a DiffSynth ControlNet:
     the patched control latent [B, tokens, 4 * channels] for a latent of `latent_hw` cells: the image (scaled
     to the latent's pixel size where it differs, area filter with centre crop), VAE-encoded, its mask channels
     appended where the ControlNet takes them (ones without a mask), the latent part in model space (Wan 2.1's
     normalisation), padded circularly to whole 2x2 patches and packed."""
+    if isinstance(entry, LLLitePatch):
+        return lllite_input(entry, latent_hw)
     from nodes.ksampler import call_model_fn
     from nodes.model_nodes import crop_to_multiple
 
@@ -117,4 +169,4 @@ async def prepare(model: ModelRef, samples: torch.Tensor) -> tuple[dict[str, tor
     tensors = {
         f"{INPUT}.{k}": await control_latent(entry, tuple(samples.shape[-2:])) for k, entry in enumerate(entries)
     }
-    return tensors, tuple((e.patch, e.strength) for e in entries) or None
+    return tensors, tuple(step_param(e) for e in entries) or None

@@ -3,7 +3,8 @@ model_patches folder as a MODEL_PATCH (a ModelRef of component "model_patch", it
 nodes.models.model_patch), and QwenImageDiffsynthControlnet, which attaches a DiffSynth ControlNet with its
 control image to a Qwen-Image MODEL, or a Z-Image Fun ControlNet Union (first release) to a Z-Image MODEL
 (nodes.diffsynth; the patch acts inside the denoise steps); and USOStyleReference, which puts USO's style tokens
-for a reference image before a FLUX.1 model's text tokens (nodes.uso). The Fun ControlNet's 2.x layouts and the
+for a reference image before a FLUX.1 model's text tokens (nodes.uso); and AnimaLLLiteApply, which attaches an
+Anima LLLite with its control image (and mask) to an Anima MODEL (nodes.models.anima_lllite). The Fun ControlNet's 2.x layouts and the
 kinds ComfyUI added later load no further than their kind: the loader names them unsupported."""
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import torch
 
 from cluster.refs import ModelRef
-from nodes.diffsynth import DiffSynthPatch, with_patch
+from nodes.diffsynth import DiffSynthPatch, LLLitePatch, with_patch
 from nodes.inputs import require_component, require_model, require_ref
 from nodes.library.clip_vision import ClipVisionOutput
 from nodes.loaders import make_ref, model_file
-from nodes.models.model_patch import USO_PROJECTOR, ZIMAGE_FUN_CONTROL
+from nodes.models.model_patch import ANIMA_LLLITE, USO_PROJECTOR, ZIMAGE_FUN_CONTROL
 from nodes.uso import UsoStylePatch, encoded_states, with_uso
 from nodes.workspace import active
 
@@ -34,7 +35,8 @@ class ModelPatchLoader:
     RELATIVE_PYTHON_MODULE = MODULE
     EXPERIMENTAL = True
     DESCRIPTION = (
-        "Loads a model patch (a DiffSynth or Z-Image Fun ControlNet, USO's style projector) from models/model_patches."
+        "Loads a model patch (a DiffSynth or Z-Image Fun ControlNet, USO's style projector, an Anima LLLite) from "
+        "models/model_patches."
     )
 
     def load_model_patch(self, name: str) -> tuple[ModelRef]:
@@ -53,7 +55,7 @@ class ModelPatchLoader:
 
         path = model_file("model_patches", name, "name")
         try:
-            shapes = shapes_of(path)[0]
+            shapes, metadata = shapes_of(path)
         except ModelLoadError as e:
             raise ValueError(f"name: {e}") from e
         kind = patch_kind(shapes)
@@ -64,6 +66,15 @@ class ModelPatchLoader:
             if reason is not None:
                 raise ValueError(f"name: {name!r} {reason}")
             return (make_ref(COMPONENT, kind, [path]),)
+        if kind == ANIMA_LLLITE:
+            from nodes.models.anima_lllite import config_of
+
+            try:
+                config = config_of(shapes, metadata)
+            except (KeyError, ValueError) as e:
+                raise ValueError(f"name: {name!r} {e}") from None
+            sizes = {"in_channels": config["in_channels"], "masked_input": config["masked_input"]}
+            return (make_ref(COMPONENT, kind, [path], **sizes),)
         if kind == USO_PROJECTOR:
             reason = uso_refuse_reason(shapes)
             if reason is not None:
@@ -115,6 +126,8 @@ class QwenImageDiffsynthControlnet:
             raise ValueError(
                 "model_patch: USO's style projector is applied with USOStyleReference, not as a ControlNet"
             )
+        if patch.arch == ANIMA_LLLITE:
+            raise ValueError("model_patch: an Anima LLLite is applied with AnimaLLLiteApply")
         if patch.arch == ZIMAGE_FUN_CONTROL:
             if model.arch != "zimage":
                 raise ValueError(f"model: a Z-Image Fun ControlNet patches Z-Image models, not {model.arch}")
@@ -163,9 +176,63 @@ class USOStyleReference:
         return (with_uso(model, UsoStylePatch.of(patch, states)),)
 
 
+class AnimaLLLiteApply:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "model_patch": ("MODEL_PATCH",),
+                "image": ("IMAGE",),
+                "strength": ("FLOAT", {"default": 1.0, "min": -10.0, "max": 10.0, "step": 0.01}),
+                "start_percent": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.001}),
+                "end_percent": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.001}),
+            },
+            "optional": {"mask": ("MASK",)},
+        }
+
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "apply_patch"
+    CATEGORY = "model/patch/anima"
+    RELATIVE_PYTHON_MODULE = MODULE
+    EXPERIMENTAL = True
+    DESCRIPTION = "Steers an Anima model with an Anima LLLite and its control image (and inpainting mask)."
+
+    def apply_patch(
+        self,
+        model: ModelRef,
+        model_patch: ModelRef,
+        image: torch.Tensor,
+        strength: float,
+        start_percent: float,
+        end_percent: float,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[ModelRef]:
+        from nodes.modelfns.model_options import sampling_config
+        from nodes.sampling.model_sampling import model_sampling_from_config
+
+        model = require_model(model)
+        patch = require_ref(model_patch, COMPONENT, "model_patch", "MODEL_PATCH")
+        if patch.arch != ANIMA_LLLITE:
+            raise ValueError(f"model_patch: AnimaLLLiteApply takes an Anima LLLite, not a {patch.arch} patch")
+        if model.arch != "anima":
+            raise ValueError(f"model: an Anima LLLite patches Anima models, not {model.arch}")
+        if not isinstance(image, torch.Tensor) or image.ndim != 4 or image.shape[-1] < 3:
+            raise ValueError("image: expected an IMAGE [B,H,W,C] with at least 3 channels")
+        if int(patch.option("in_channels", 3)) != 4:
+            mask = None  # ComfyUI reads a mask only for the inpainting layout (a zero mask when none is given)
+        elif mask is not None and (not isinstance(mask, torch.Tensor) or mask.ndim not in (2, 3, 4)):
+            raise ValueError("mask: expected a MASK [B,H,W]")
+        ms = model_sampling_from_config(sampling_config(model))
+        sigma_start, sigma_end = float(ms.percent_to_sigma(start_percent)), float(ms.percent_to_sigma(end_percent))
+        entry = LLLitePatch.of(patch, image[..., :3], mask, strength, sigma_start, sigma_end)
+        return (with_patch(model, entry),)
+
+
 NODE_CLASS_MAPPINGS = {
+    "AnimaLLLiteApply": AnimaLLLiteApply,
     "ModelPatchLoader": ModelPatchLoader,
     "QwenImageDiffsynthControlnet": QwenImageDiffsynthControlnet,
     "USOStyleReference": USOStyleReference,
 }
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
+NODE_DISPLAY_NAME_MAPPINGS = {"AnimaLLLiteApply": "Apply Anima LLLite"}

@@ -27,8 +27,9 @@ from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
 from nodes.modelfns.shared_forward import run_lanes
-from nodes.models import unclip
+from nodes.models import anima_lllite, unclip
 from nodes.models.components import ANIMA_KEYS, BYT5_KEYS, HIDREAM_KEYS, TEXT_MASK_KEYS, DiffusionModel
+from nodes.models.model_patch import ANIMA_LLLITE
 from nodes.models.svd import DEFAULT_ADM as SVD_DEFAULT_ADM
 from nodes.models.unet import REFINER_AESTHETIC
 from nodes.sampling import context_windows
@@ -410,7 +411,7 @@ class GuidedDenoiser:
                 cond_or_uncond=[int(m[0]) for m in members],
             )
             if self.diffsynth:
-                forward = self._with_diffsynth(forward, members[0][1], x.device)
+                forward = self._with_diffsynth(forward, members[0][1], x.device, float(sigma.reshape(-1).max()))
             out = wrap_forward(
                 self.patches, forward, xb, sigma, [e["key"] for _, e, _, _ in members], self.state, evaluation
             )
@@ -457,7 +458,14 @@ class GuidedDenoiser:
                 out.append((side, e, area, crop(left, area)))
         return out
 
-    def _with_diffsynth(self, forward: Callable, entry: dict, device: torch.device) -> Callable:
+    def _with_diffsynth(self, forward: Callable, entry: dict, device: torch.device, sigma: float) -> Callable:
+        if self.diffsynth[0][0].arch == ANIMA_LLLITE:  # Anima LLLite: its encoder and adapters, in its sigma window
+            lllites = [
+                anima_lllite.StepControl(self.load_control(ref), self.inputs[f"diffsynth.{k}"], strength, *window)
+                for k, (ref, strength) in enumerate(self.diffsynth)
+                for window in [ref.option("sigma_window")]
+            ]
+            return anima_lllite.with_controls(forward, self._model_for(entry, device).module.dit, lllites, sigma)
         controls = [
             (self.load_control(ref), self.inputs[f"diffsynth.{k}"], strength)
             for k, (ref, strength) in enumerate(self.diffsynth)

@@ -309,6 +309,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_anima = getattr(_optional("nodes.models.anima_demo"), "build_demo_anima", None)
         if build_anima is not None:
             written += build_anima(models_dir)
+        build_lllite = getattr(_optional("nodes.models.anima_lllite_demo"), "build_demo_anima_lllite", None)
+        if build_lllite is not None:  # Anima LLLite model patches for anima-tiny
+            written += build_lllite(models_dir)
         build_cosmos = getattr(_optional("nodes.models.cosmos_predict2_demo"), "build_demo_cosmos_predict2", None)
         if build_cosmos is not None:
             written += build_cosmos(models_dir)

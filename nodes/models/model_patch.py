@@ -9,7 +9,8 @@ Told apart by the keys of the files their authors publish, as ComfyUI's ModelPat
   `controlnet_blocks.{i}.{x_rms,y_rms}.weight`, `controlnet_blocks.{i}.{input,output}_proj.{weight,bias}`;
 - `uso_projector`: ByteDance USO's SigLIP style projector (`feature_embedder.*`, nodes.models.uso_projector);
 - `zimage_fun_control`: alibaba-pai's Z-Image-Turbo Fun ControlNet Union (`control_all_x_embedder.*`; the first
-  release's layout, nodes.models.zimage_fun_control; its 2.x layouts are refused by name); the refused kinds are the kinds today's ComfyUI added later (Anima LLLite, Wan's Uni3C and MultiTalk, SUPIR), which are
+  release's layout, nodes.models.zimage_fun_control; its 2.x layouts are refused by name); `anima_lllite`: kohya-ss' ControlNet-LLLite for Anima (`lllite_conditioning1.*`, nodes.models.anima_lllite);
+  the refused kinds are the kinds today's ComfyUI added later (Wan's Uni3C and MultiTalk, SUPIR), which are
   named by their keys too (comfy_extras/nodes_model_patch.py at 4f8cf3e2).
 Sizes (width, extra channels, block count) are read from the tensors, so tiny files in the real layout load."""
 
@@ -28,9 +29,10 @@ from .errors import ModelLoadError
 QWEN_DIFFSYNTH = "qwen_diffsynth"
 USO_PROJECTOR = "uso_projector"
 ZIMAGE_FUN_CONTROL = "zimage_fun_control"
+ANIMA_LLLITE = "anima_lllite"
 # a published file's marker key -> its kind (ComfyUI's ModelPatchLoader tests the same keys)
 MARKERS = {
-    "lllite_conditioning1.conv1.weight": "anima_lllite",
+    "lllite_conditioning1.conv1.weight": ANIMA_LLLITE,
     "controlnet_blocks.0.y_rms.weight": QWEN_DIFFSYNTH,
     "feature_embedder.mid_layer_norm.bias": USO_PROJECTOR,
     "control_all_x_embedder.2-1.weight": ZIMAGE_FUN_CONTROL,
@@ -40,7 +42,7 @@ MARKERS = {
     "model.control_model.input_hint_block.0.weight": "supir",
 }
 KIND_NAMES = {
-    "anima_lllite": "an Anima LLLite patch",
+    ANIMA_LLLITE: "an Anima LLLite patch",
     QWEN_DIFFSYNTH: "a Qwen-Image DiffSynth ControlNet",
     USO_PROJECTOR: "a USO style projector",
     ZIMAGE_FUN_CONTROL: "a Z-Image Fun ControlNet",
@@ -123,6 +125,11 @@ def _patch_network(sd: Mapping[str, torch.Tensor], path: str | None) -> nn.Modul
         return build_module(
             lambda: fun.ZImageFunControl(**size), fun.to_module_names(sd), path, "Z-Image Fun ControlNet"
         )
+    if kind == ANIMA_LLLITE:
+        from .anima_lllite import build
+        from .safetensors_io import shapes_of
+
+        return build(sd, shapes_of(path)[1] if path else {}, path)
     if kind == USO_PROJECTOR:
         from .uso_projector import build_uso_projector
 

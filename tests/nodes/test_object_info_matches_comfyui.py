@@ -82,6 +82,8 @@ DOCUMENTED_ONLY = {
     "LTXVAudioVAEEncode": "tests/nodes/test_ltxv_audio_encode.py",
     # newer than 0.10.0 (Marigold V2); declared from today's ComfyUI's source
     "MarigoldV2PostProcess": "tests/nodes/test_marigold.py",
+    # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_model_patch.py at 08f68f09)
+    "AnimaLLLiteApply": "tests/models/test_anima_lllite.py",
 }
 TODAY_CLASSES = Path(__file__).resolve().parent / "fixtures" / "comfyui_today_classes.json"
 # Differences we know of and say in docs/compatibility.md, each with its reason; a gap that closes must leave this table.
