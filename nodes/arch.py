@@ -72,6 +72,8 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "hunyuan_image": HUNYUAN_IMAGE_LATENT,
     # ComfyUI 0.10.0's latent_formats.HunyuanVideo15: 32 channels at scale 1.03682, no shift
     "hunyuan_video15": LatentFormat(32, 1.03682),
+    # ComfyUI 0.10.0's supported_models.Kandinsky5: latent_formats.HunyuanVideo (16 channels at 0.476986, no shift)
+    "kandinsky5": LatentFormat(16, 0.476986),
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
     "svd": SD1_LATENT,  # ComfyUI 0.3.64's supported_models.SVD_img2vid: latent format SD15
     "pixart_sigma": SDXL_LATENT,  # ComfyUI's supported_models.PixArtSigma: latent format SDXL
@@ -148,6 +150,9 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "hunyuan_image": {"kind": "flow", "shift": 5.0, "multiplier": 1000},
     # ComfyUI 0.10.0's supported_models.HunyuanVideo15: model type FLOW (ModelSamplingDiscreteFlow) at shift 7
     "hunyuan_video15": {"kind": "flow", "shift": 7.0, "multiplier": 1000},
+    # ComfyUI 0.10.0's supported_models.Kandinsky5: model type FLOW (ModelSamplingDiscreteFlow, multiplier 1000)
+    # at shift 10.
+    "kandinsky5": {"kind": "flow", "shift": 10.0, "multiplier": 1000},
     # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
     "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
     "pixart_sigma": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
@@ -161,10 +166,12 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
 
 # Families whose ComfyUI latents carry a frame axis, [B,C,T,H,W] (ComfyUI's latent_dimensions = 3): their
 # samplers add it to a 4-D latent and their VAEs encode to it. Every other family's latents are [B,C,H,W].
-FRAME_AXIS_ARCHS = frozenset({"qwen_image", "anima", "cosmos_predict2", "wan21", "wan22_5b"})
+FRAME_AXIS_ARCHS = frozenset({"qwen_image", "anima", "cosmos_predict2", "kandinsky5", "wan21", "wan22_5b"})
 # The video families: their samplers denoise every frame at once (Qwen-Image's take one frame); MiniMax H3's
 # latents are always [B,C,T,H,W], so it needs no frame axis added.
-VIDEO_ARCHS = frozenset({"cosmos_predict2", "wan21", "wan22_5b", "minimax_h3", "seedvr2", "ltxv", "hunyuan_video15"})
+VIDEO_ARCHS = frozenset(
+    {"cosmos_predict2", "kandinsky5", "wan21", "wan22_5b", "minimax_h3", "seedvr2", "ltxv", "hunyuan_video15"}
+)
 
 
 def has_frame_axis(arch: str) -> bool:

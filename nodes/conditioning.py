@@ -112,6 +112,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["concat_mask_index"] = int(opts["concat_mask_index"])
         if opts.get("time_dim_concat") is not None:  # WanPhantomSubjectToVideo: raw latent frames after the video's
             tensors[f"{key}.time_dim_concat"] = opts["time_dim_concat"]
+        if opts.get("time_dim_replace") is not None:  # Kandinsky5ImageToVideo: raw start latent frames
+            tensors[f"{key}.time_dim_replace"] = opts["time_dim_replace"]
         if opts.get("camera_conditions") is not None:  # WanCameraImageToVideo: the Fun Camera model's ray maps
             tensors[f"{key}.camera_conditions"] = opts["camera_conditions"]
         if opts.get("vace_frames"):  # WanVaceToVideo (a list: each chained node appends its own)

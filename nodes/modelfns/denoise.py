@@ -349,6 +349,7 @@ class GuidedDenoiser:
                 # an entry with an edit image and one without never share a pass (ComfyUI's conds cannot concat)
                 f"{e['key']}.concat_latent_image" in self.inputs,
                 _shape(self.inputs.get(f"{e['key']}.time_dim_concat")),  # Wan Phantom: its subject frames
+                _shape(self.inputs.get(f"{e['key']}.time_dim_replace")),  # Kandinsky 5: its start latent
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
                 _animate2_key(self.inputs, e),  # Wan Animate 2: pose branch inputs and strengths
                 self._cascade_tokens(e),  # Stable Cascade stage C: entries with as many image tokens share a pass
@@ -511,6 +512,9 @@ class GuidedDenoiser:
         subjects = stacked("time_dim_concat")
         if subjects is not None:  # Wan Phantom: subject latent frames after the video's, in model space
             cond["time_dim_concat"] = self.model.latent_format.process_in(subjects.to(device))
+        start = stacked("time_dim_replace")
+        if start is not None:  # Kandinsky 5: clean start latent frames, in model space (ComfyUI's process_latent_in)
+            cond["time_dim_replace"] = self.model.latent_format.process_in(start.to(device))
         camera = stacked("camera_conditions")
         if camera is not None:  # Wan Fun Camera: its control adapter's input
             cond["camera_conditions"] = camera

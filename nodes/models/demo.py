@@ -380,6 +380,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         )
         if build_hunyuan_video15 is not None:  # HunyuanVideo 1.5's DiT and causal 16x VAE
             written += build_hunyuan_video15(models_dir)
+        build_kandinsky5 = getattr(_optional("nodes.models.kandinsky5_demo"), "build_demo_kandinsky5", None)
+        if build_kandinsky5 is not None:  # Kandinsky 5 Lite's video DiT
+            written += build_kandinsky5(models_dir)
     return written
 
 

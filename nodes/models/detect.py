@@ -54,6 +54,9 @@ COSMOS_PREDICT2_MARKERS = ("blocks.0.mlp.layer1.weight", "x_embedder.proj.1.weig
 # The old T5-XXL (t5-11b's encoder, Cosmos' text encoder): T5 1.0's ungated ReLU feed-forward; ComfyUI 0.3.64's
 # detect_te_model tells it by `encoder.block.23.layer.1.DenseReluDense.wi.weight` (T5 1.1's are wi_0 / wi_1).
 T5_OLD_MARKER = "encoder.block.0.layer.1.DenseReluDense.wi.weight"
+# Kandinsky 5 (kandinsky5lite_*.safetensors / kandinsky5pro_*): ComfyUI 0.10.0's model_detection reads the visual
+# blocks' cross-attention key norm as image_model "kandinsky5" (the image model, 2560 wide on 64 inputs, as well).
+KANDINSKY5_MARKER = "visual_transformer_blocks.0.cross_attention.key_norm.weight"
 # HiDream-I1 / E1: the Llama states' first caption projection (ComfyUI's model_detection: image_model "hidream").
 HIDREAM_MARKER = "caption_projection.0.linear.weight"
 # ComfyUI tells Qwen3 text encoders apart by width (comfy/sd.py detect_te_model): 1024 is the 0.6B, Anima's.
@@ -112,7 +115,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, cosmos_predict2: Cosmos Predict2, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | t5_old (Cosmos' T5 1.0) | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
+    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, cosmos_predict2: Cosmos Predict2, kandinsky5: Kandinsky 5, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | t5_old (Cosmos' T5 1.0) | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -353,6 +356,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if prefix is not None and prefix + COSMOS_PREDICT2_MARKERS[1] in shapes:
         parts = {"diffusion_model"} | extra
         return info("cosmos_predict2", "checkpoint" if extra else "diffusion_model", parts, "comfy", prefix)
+    prefix = _prefix_with(shapes, KANDINSKY5_MARKER)
+    if prefix is not None:
+        return info("kandinsky5", "diffusion_model", {"diffusion_model"}, "comfy", prefix)
     prefix = _prefix_with(shapes, KREA2_MARKER)
     if prefix is not None and prefix + "first.weight" in shapes:
         return info("krea2", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "krea", prefix)
@@ -495,7 +501,7 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     raise ModelLoadError(
         path,
         f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
-        "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima, Cosmos Predict2, Wan and MiniMax H3 checkpoints, their UNets, VAEs, "
+        "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima, Cosmos Predict2, Kandinsky 5, Wan and MiniMax H3 checkpoints, their UNets, VAEs, "
         "CLIP/T5/Qwen text encoders, ControlNets and LoRAs",
     )
 

@@ -16,15 +16,25 @@ ComfyUI's diffusion_model call (the timestep is ComfyUI's, sigma x 1000).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-MARKER = "visual_transformer_blocks.0.cross_attention.key_norm.weight"
+from cluster.refs import ModelRef
+from nodes.arch import latent_format, sampling_config
+from nodes.models.components import DiffusionModel
+from nodes.models.detect import KANDINSKY5_MARKER
+from nodes.models.flux_keys import strip_prefix
+from nodes.models.lora import LoraTargets
+from nodes.models.single_file import load_single_file_transformer
+
+MARKER = KANDINSKY5_MARKER
 PATCH = (1, 2, 2)
 THETA = 10000.0
 
@@ -125,12 +135,12 @@ class TimeEmbed(nn.Module):
         super().__init__()
         self.in_layer = nn.Linear(model_dim, time_dim)
         self.out_layer = nn.Linear(time_dim, time_dim)
-        half = model_dim // 2
-        freqs = torch.exp(-math.log(THETA) * torch.arange(half, dtype=torch.float32) / half)
-        self.register_buffer("freqs", freqs, persistent=False)
+        self.half = model_dim // 2
 
     def forward(self, t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        args = torch.outer(t, self.freqs.to(t.device))
+        # computed here, not held as a buffer: the loader builds the module on the meta device
+        freqs = torch.exp(-math.log(THETA) * torch.arange(self.half, dtype=torch.float32, device=t.device) / self.half)
+        args = torch.outer(t, freqs)
         emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1).to(dtype)
         return self.out_layer(F.silu(self.in_layer(emb)))
 
@@ -329,3 +339,95 @@ def concat_channels(noise: torch.Tensor, concat_mask: torch.Tensor | None) -> to
     if mask.shape[2] < noise.shape[2]:
         mask = F.pad(mask, (0, 0, 0, 0, 0, noise.shape[2] - mask.shape[2]))
     return torch.cat([image, resize_to_batch(mask, noise.shape[0])], dim=1)
+
+
+def kandinsky5_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The file's tensors under the published unprefixed names."""
+    prefix = find_prefix(state_dict.keys())
+    if prefix is None:
+        raise ValueError(f"not a Kandinsky 5 state dict (no {MARKER})")
+    return strip_prefix(state_dict, prefix)
+
+
+def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
+    """The names a Kandinsky 5 LoRA gives a linear layer: bare, under `diffusion_model.` or kohya's `lora_unet_`."""
+    targets = LoraTargets(("lora_unet_", "diffusion_model.") + tuple(sorted({k.split(".")[0] + "." for k in sd})), {})
+    for key, value in sd.items():
+        if key.endswith(".weight") and value.dim() == 2:
+            name = key[: -len(".weight")]
+            targets.add(key, name, "diffusion_model." + name, "lora_unet_" + name.replace(".", "_"))
+    return targets
+
+
+def _batched(t: torch.Tensor, b: int) -> torch.Tensor:
+    return t.expand(b, *t.shape[1:]) if t.shape[0] == 1 and b > 1 else t
+
+
+@dataclass
+class Kandinsky5DiffusionModel(DiffusionModel):
+    """ComfyUI 0.10.0's model_base.Kandinsky5 around the network: the video models take the noise joined with
+    concat_channels (from the cond's concat_mask, else the latent's noise mask, else zeros), the clean start
+    latent (time_dim_replace, process_latent_in'd by the denoise step) and the CLIP-L pooled vector."""
+
+    reads_denoise_mask: ClassVar[bool] = True
+
+    @property
+    def joins_channels(self) -> bool:
+        return self.module.config.visual_embed_dim > self.latent_format.channels
+
+    def concat_image(
+        self, image: torch.Tensor | None, x: torch.Tensor, mask: torch.Tensor | None = None, mask_index: int = 0
+    ) -> torch.Tensor | None:
+        if mask is None or not self.joins_channels:  # apply joins the noise mask's channels (or zeros)
+            return None
+        return concat_channels(x, mask)
+
+    def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
+        for key, what in (("control", "ControlNets"), ("ref_latents", "reference latents")):
+            if cond.get(key):
+                raise NotImplementedError(f"{what} are not supported for Kandinsky 5 models")
+        b = x.shape[0]
+        if self.joins_channels:
+            if x.dim() != 5:
+                raise ValueError(f"Kandinsky 5's video models take [B,16,T,H,W] latents; this one is {tuple(x.shape)}")
+            joined = cond.get("concat")
+            if joined is None:
+                mask = cond.get("denoise_mask")
+                joined = concat_channels(x, None if mask is None else mask[:, :1])
+            x = torch.cat([x, joined.to(x.device, x.dtype)], dim=1)
+        pooled = cond.get("pooled")
+        if pooled is None:
+            raise ValueError("Kandinsky 5 needs the CLIP-L pooled output in its conditioning (its text encoder's)")
+        replace = cond.get("time_dim_replace")
+        t = torch.as_tensor(timestep, dtype=torch.float32, device=x.device).reshape(-1)
+        out = self.module(
+            x.to(self.dtype),
+            t.expand(b) if t.numel() == 1 else t,
+            _batched(cond["context"].to(x.device, self.dtype), b),
+            _batched(pooled.to(x.device, self.dtype), b),
+            None if replace is None else _batched(replace.to(x.device, self.dtype), b),
+        )
+        return out.float()
+
+
+def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Kandinsky5DiffusionModel:
+    """A Kandinsky 5 DiffusionModel from its published file, LoRAs merged in the file's names."""
+    module, config = load_single_file_transformer(
+        ref,
+        state_dict,
+        what="Kandinsky 5 transformer",
+        layout=kandinsky5_layout,
+        lora_targets=lora_targets,
+        convert=dict,
+        infer_config=lambda sd: dataclasses.asdict(infer_config(sd)),
+        model_class=lambda **c: Kandinsky5Network(Kandinsky5Config(**c)),
+    )
+    arch = "kandinsky5"
+    return Kandinsky5DiffusionModel(
+        arch=arch,
+        module=module,
+        latent_format=latent_format(arch),
+        sampling=dict(sampling_config(arch)),
+        config=config,
+        dtype=next(module.parameters()).dtype,
+    )

@@ -69,6 +69,7 @@ DIT_ARCHS = (
     "seedvr2",
     "hunyuan_image",
     "hunyuan_video15",
+    "kandinsky5",
 )
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
@@ -131,6 +132,7 @@ _ARCH_MODULES = {
     "seedvr2": ("nodes.models.seedvr2_vae", "nodes.models.seedvr2_model"),
     "hunyuan_image": ("nodes.models.hunyuan_image",),
     "hunyuan_video15": ("nodes.models.hunyuan_video15",),
+    "kandinsky5": ("nodes.models.kandinsky5",),
 }
 
 

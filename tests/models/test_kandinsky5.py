@@ -99,3 +99,46 @@ def test_image_to_video_prediction_equals_comfyuis(network):
     denoised = noise - sigma * out
     entry = FIXTURE["denoised"]
     assert torch.allclose(at_recorded(denoised, entry), tensor(entry), atol=OUTPUT_ATOL, rtol=0)
+
+
+def test_the_loader_runs_the_file_as_comfyui_does(demo_workspace):
+    """UNETLoader's path: the tiny file probed as Kandinsky 5 and loaded with ComfyUI's model sampling (FLOW, shift
+    10, sigma x 1000) and latent format (HunyuanVideo's 0.476986); one step from Kandinsky5ImageToVideo's conditioning
+    (concat_mask joined by the denoise step, the raw start latent process_latent_in'd) gives ComfyUI's prediction."""
+    from nodes.arch import has_frame_axis, is_video
+    from nodes.loaders import make_ref
+    from nodes.models.detect import probe
+    from nodes.models.loader import load_diffusion_model
+    from nodes.sampling.model_sampling import model_sampling_from_config
+
+    torch.set_num_threads(1)
+    path = demo_workspace.models_dir / "diffusion_models/kandinsky5lite_t2v_tiny.safetensors"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == FIXTURE["file_sha256"]
+    assert (probe(path).arch, probe(path).kind) == ("kandinsky5", "diffusion_model")
+    model = load_diffusion_model(make_ref("diffusion_model", "kandinsky5", [path]))
+    assert model.sampling["shift"] == FIXTURE["shift"] == 10.0
+    assert model.latent_format.scale_factor == HUNYUAN_VIDEO_SCALE
+    assert has_frame_axis("kandinsky5") and is_video("kandinsky5")
+    ms = model_sampling_from_config(model.sampling)
+    data = recorded_inputs()
+    noise = data["x"][:, :16]
+    sigma = torch.full((2,), FIXTURE["sigma"])
+    with torch.no_grad():
+        t = ms.timestep(sigma)
+        assert torch.allclose(t, sigma * 1000)
+        cond = {
+            "context": data["context"],
+            "pooled": data["y"],
+            "concat": model.concat_image(None, noise, data["mask"]),
+            "time_dim_replace": model.latent_format.process_in(data["start"]),
+        }
+        denoised = ms.calculate_denoised(sigma, model.apply(ms.calculate_input(sigma, noise), t, cond), noise)
+        entry = FIXTURE["denoised"]
+        assert torch.allclose(at_recorded(denoised, entry), tensor(entry), atol=OUTPUT_ATOL, rtol=0)
+        # a latent noise mask stands in for a missing concat_mask (model_base.Kandinsky5.concat_cond)
+        by_mask = {**cond, "concat": None, "denoise_mask": data["mask"]}
+        assert torch.equal(model.apply(noise, t, by_mask), model.apply(noise, t, cond))
+        plain = model.apply(noise, t, {"context": data["context"], "pooled": data["y"]})
+        assert not torch.allclose(plain, model.apply(noise, t, cond))
+    with pytest.raises(ValueError, match="pooled"):
+        model.apply(noise, t, {"context": data["context"]})
