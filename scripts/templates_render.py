@@ -58,6 +58,12 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Anima (base v1.0 and the previews): its transformer with the LLM adapter, Qwen3 0.6B (nodes/models/anima_demo.py)
     (None, r"^anima-(base|preview)", "anima_tiny.safetensors"),
     (r"^anima-", r"^qwen_3_06b", "qwen_3_06b_base_tiny.safetensors"),
+    # its LLLite model patches (nodes/models/anima_lllite_demo.py): the inpainting one (RGB and mask in), any other
+    # control (canny, depth, ...: an RGB control image) in the "any" file's layout
+    (None, r"^anima-lllite-inpainting", "anima_lllite_inpainting_tiny.safetensors"),
+    (None, r"^anima-lllite-", "anima_lllite_any_tiny.safetensors"),
+    # its LoRAs (the turbo LoRA): anima-tiny's LoRA (nodes/models/anima_demo.py)
+    (r"^anima-", r"^anima-turbo-lora", "anima_turbo_lora_tiny.safetensors"),
     # FLUX 3 Image Klein (scripts/flux3_workflow.py): base and step-distilled
     (None, r"^flux3-image-klein-base", "flux3_klein_tiny.safetensors"),
     (None, r"^flux3-image-klein", "flux3_klein_distilled_tiny.safetensors"),
@@ -296,6 +302,19 @@ SHRINK_TITLES = {
     "length": SHRINK["length"],
 }
 TRIPWIRE_KEY = "templates_render.tripwire"  # a name no LoRA layout has: loading it is refused by name
+# A Painter's painting (the file the web UI uploads when one paints; templates ship only its name): a white disc on a
+# transparent canvas, written into the workspace's input folder, so the painted mask covers part of the picture.
+PAINTING = "templates_render_painting.png"
+
+
+def write_painting(path: Path, size: int = 64) -> None:
+    import numpy as np
+    from PIL import Image
+
+    y, x = np.mgrid[0:size, 0:size] / (size - 1)
+    disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype(np.uint8) * 255
+    rgba = np.stack([disc, disc, disc, disc], axis=-1)
+    Image.fromarray(rgba, mode="RGBA").save(path, format="PNG")
 
 
 def leaf(key: str) -> str:
@@ -451,7 +470,9 @@ def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[di
         inputs = node["inputs"]
         title = str(node.get("_meta", {}).get("title", "")).strip().lower()
         for key, value in list(inputs.items()):
-            if isinstance(value, str) and MODEL_FILE.search(value):
+            if node["class_type"] == "Painter" and key == "mask" and isinstance(value, str) and value.strip():
+                inputs[key] = PAINTING
+            elif isinstance(value, str) and MODEL_FILE.search(value):
                 demo = demo_file(value, asked)
                 if demo is None and loras is not None and key == "lora_name":
                     save_file({TRIPWIRE_KEY: torch.zeros(1)}, str(loras / value))
@@ -542,6 +563,7 @@ def worker(workspace: Path) -> None:
     from nodes.workspace import Workspace, activate
 
     ws = activate(Workspace(workspace))
+    write_painting(ws.input_dir / PAINTING)
     registry = build_registry(ws)
     out = sys.stdout
     sys.stdout = sys.stderr  # node prints must not mix with the results

@@ -489,8 +489,10 @@ class MaskPreview(PreviewImage):
     def INPUT_TYPES(cls):
         return {"required": {"mask": ("MASK",)}, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
 
-    RETURN_TYPES = ()  # unlike Preview Image, today's ComfyUI gives it no output
-    RETURN_NAMES = ()
+    # today's ComfyUI (comfy_extras/nodes_mask.py at d9ac00e2) passes the mask on, and the Anima LLLite inpainting
+    # template wires that output into AnimaLLLiteApply; 0.3.64 and 0.10.0 had none (a prompt of theirs never links it)
+    RETURN_TYPES = ("MASK",)
+    RETURN_NAMES = ("mask",)
     FUNCTION = "execute"
     CATEGORY = "mask"
     DESCRIPTION = "Shows the masks in the UI as grey images."
@@ -502,7 +504,10 @@ class MaskPreview(PreviewImage):
         prompt: object = None,
         extra_pnginfo: dict | None = None,
     ):
-        return {"ui": self.save_images(mask_to_rgb(mask), filename_prefix, prompt, extra_pnginfo)["ui"]}
+        return {
+            "ui": self.save_images(mask_to_rgb(mask), filename_prefix, prompt, extra_pnginfo)["ui"],
+            "result": (mask,),
+        }
 
 
 NODE_CLASS_MAPPINGS = {

@@ -4,7 +4,8 @@
 2 blocks, 2 heads 32 wide, and an LLM adapter of 2 blocks 32 wide over T5's real 32,128 token ids; and its text
 encoder as text_encoders/qwen_3_06b_base_tiny.safetensors: a Qwen3 with the real 151,936-token vocabulary, 32 wide
 and 2 layers deep, whose metadata says it stands in for the 0.6B (its width cannot). The VAE is Qwen-Image's
-(vae/qwen_image_vae_tiny.safetensors). Same seed -> byte-identical files."""
+(vae/qwen_image_vae_tiny.safetensors); a rank-4 LoRA for the DiT as loras/anima_turbo_lora_tiny.safetensors. Same
+seed -> byte-identical files."""
 
 from __future__ import annotations
 
@@ -22,6 +23,23 @@ from nodes.output_claims import write_atomic
 SEED = 5
 FILE = "diffusion_models/anima_tiny.safetensors"
 TEXT_FILE = "text_encoders/qwen_3_06b_base_tiny.safetensors"
+# A LoRA for it (the LLLite inpainting template's turbo LoRA stands on it): PEFT's lora_A / lora_B under ComfyUI's
+# names with `diffusion_model.` (the layout diffusion-pipe, which trains Anima LoRAs, writes; ComfyUI's LoRA loader
+# reads it for Anima), rank 4 on every block's attention and MLP linears. The published turbo file's own key layout
+# is not checked here.
+LORA_FILE = "loras/anima_turbo_lora_tiny.safetensors"
+LORA_LAYERS = (
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.output_proj",
+    "cross_attn.q_proj",
+    "cross_attn.k_proj",
+    "cross_attn.v_proj",
+    "cross_attn.output_proj",
+    "mlp.layer1",
+    "mlp.layer2",
+)
 TEXT_WIDTH = 32  # zimage_demo's tiny Qwen3 width: the adapter's source width
 CONFIG = {
     "dit": {
@@ -93,7 +111,22 @@ def tiny_anima_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor
     network = AnimaNetwork(**CONFIG)
     randomize_constants(network, torch.Generator().manual_seed(seed + 1))
     te = {"model." + k: v.contiguous() for k, v in tiny_qwen3(seed, layers=2).state_dict().items()}
-    return {FILE: {"net." + k: v for k, v in comfy_names(network.state_dict()).items()}, TEXT_FILE: te}
+    dit = {"net." + k: v for k, v in comfy_names(network.state_dict()).items()}
+    return {FILE: dit, TEXT_FILE: te, LORA_FILE: tiny_lora_state_dict(dit, seed + 2)}
+
+
+def tiny_lora_state_dict(dit: dict[str, torch.Tensor], seed: int, rank: int = 4) -> dict[str, torch.Tensor]:
+    """A rank-`rank` LoRA (lora_A, lora_B) on every block's LORA_LAYERS of the tiny DiT `dit` (its file's names)."""
+    generator = torch.Generator().manual_seed(seed)
+    out = {}
+    blocks = sorted({int(k.split(".")[2]) for k in dit if k.startswith("net.blocks.")})
+    for block in blocks:
+        for layer in LORA_LAYERS:
+            rows, cols = dit[f"net.blocks.{block}.{layer}.weight"].shape
+            name = f"diffusion_model.blocks.{block}.{layer}"
+            out[f"{name}.lora_A.weight"] = (0.1 * torch.randn(rank, cols, generator=generator)).contiguous()
+            out[f"{name}.lora_B.weight"] = (0.1 * torch.randn(rows, rank, generator=generator)).contiguous()
+    return out
 
 
 def build_demo_anima(models_dir: Path, seed: int = SEED) -> list[Path]:

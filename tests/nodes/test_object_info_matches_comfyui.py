@@ -101,6 +101,11 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("ImageScaleToTotalPixels", "input.optional.resolution_steps"): "today's ComfyUI's resolution_steps (the "
     "Mage-Flow edit templates set 16) is offered, optional so that 0.3.64's prompts keep their sizes",
     ("ImageScaleToTotalPixels", "input_order.optional"): "today's ComfyUI's resolution_steps",
+    **{
+        ("MaskPreview", key): "today's ComfyUI's MaskPreview passes its mask on (the Anima LLLite inpainting "
+        "template wires it into AnimaLLLiteApply); 0.3.64's has no output"
+        for key in ("output", "output_is_list", "output_name")
+    },
 }
 
 

@@ -265,3 +265,26 @@ def test_an_input_sound_becomes_the_workspaces_example_sound(registry, tmp_path)
     write_example_audio(tmp_path / "example.wav")
     with wave.open(str(tmp_path / "example.wav")) as f:
         assert (f.getnchannels(), f.getframerate(), f.getnframes()) == (2, 44100, 44100)
+
+
+def test_anima_lllite_files_and_the_painters_painting(registry, tmp_path):
+    """The Anima LLLite templates' patches map to the tiny inpainting and "any" files, their turbo LoRA to
+    anima-tiny's; a Painter's uploaded painting (only its name ships) becomes the painting templates_render writes,
+    a disc that covers part of the canvas."""
+    asked = ["anima-base-v1.0.safetensors", "anima-lllite-inpainting-v2.safetensors"]
+    assert templates_render.demo_file(asked[1], asked) == "anima_lllite_inpainting_tiny.safetensors"
+    assert templates_render.demo_file("anima-lllite-any-test-like-v2.safetensors", asked) == (
+        "anima_lllite_any_tiny.safetensors"
+    )
+    assert templates_render.demo_file("anima-turbo-lora-v0.2.safetensors", asked) == (
+        "anima_turbo_lora_tiny.safetensors"
+    )
+    ui = _ui([{"type": "Painter", "widgets_values": ["painter/painter-694-1.png [temp]", 1024, 1024, "#000000"]}])
+    prompt, _ = templates_render.tiny_prompt(ui, registry, tmp_path)
+    assert prompt["1"]["inputs"]["mask"] == templates_render.PAINTING
+    templates_render.write_painting(tmp_path / "painting.png")
+    import numpy as np
+    from PIL import Image
+
+    alpha = np.asarray(Image.open(tmp_path / "painting.png"))[..., 3]
+    assert 0 < (alpha > 0).mean() < 1
