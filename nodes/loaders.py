@@ -185,7 +185,17 @@ CLIP_TYPES = [
     "moss_image",
     "pixeldit",
 ]
-DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image", "hunyuan_video_15"]
+DUAL_CLIP_TYPES = [
+    "sdxl",
+    "sd3",
+    "flux",
+    "hunyuan_video",
+    "hidream",
+    "hunyuan_image",
+    "hunyuan_video_15",
+    "kandinsky5",
+    "kandinsky5_image",
+]
 # The CLIP types whose text encoders we can build; the others are refused with a clear error.
 # lumina2: the type the frontend's default Z-Image-Turbo graph uses.
 _CLIP_TYPE_ARCH = {
@@ -204,6 +214,8 @@ _CLIP_TYPE_ARCH = {
     "ltxv": "ltxv",  # T5-XXL for LTX-Video 0.9 (nodes.models.ltxv_text); LTX-2.5's Gemma 4 is told apart above
     "hunyuan_image": "hunyuan_image",  # Qwen2.5-VL with Hunyuan Image 2.1's template (nodes.models.hunyuan_image_text)
     "hunyuan_video_15": "hunyuan_video15",  # Qwen2.5-VL (+ ByT5) for HunyuanVideo 1.5 (nodes.models.hunyuan_video15_text)
+    "kandinsky5": "kandinsky5",  # Qwen2.5-VL + CLIP-L with the video template (nodes.models.kandinsky5_text)
+    "kandinsky5_image": "kandinsky5",  # the same with the image model's template
 }
 
 

@@ -431,3 +431,7 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         config=config,
         dtype=next(module.parameters()).dtype,
     )
+
+
+# The loader (nodes.models.loader) finds the text encoders' entry point on this module too.
+from nodes.models.kandinsky5_text import load_text_encoder  # noqa: E402, F401

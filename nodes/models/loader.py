@@ -446,6 +446,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if clip_type == "wan" or any(i.arch == "umt5" for i in infos):  # ComfyUI's CLIPLoader type wan: umt5-xxl
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, _sd(ref), "wan21")
+    if clip_type in ("kandinsky5", "kandinsky5_image"):  # ComfyUI 0.10.0's DualCLIPLoader types: Qwen2.5-VL + CLIP-L
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "kandinsky5")
     if clip_type == "hunyuan_video_15":  # ComfyUI 0.10.0's DualCLIPLoader type: Qwen2.5-VL and the ByT5 glyph encoder
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "hunyuan_video15")

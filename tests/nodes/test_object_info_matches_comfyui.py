@@ -88,8 +88,8 @@ DOCUMENTED_ONLY = {
 TODAY_CLASSES = Path(__file__).resolve().parent / "fixtures" / "comfyui_today_classes.json"
 # Differences we know of and say in docs/compatibility.md, each with its reason; a gap that closes must leave this table.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("DualCLIPLoader", "input.required.type"): "ComfyUI 0.10.0's type hunyuan_video_15 (HunyuanVideo 1.5's "
-    "Qwen2.5-VL and ByT5) is offered",
+    ("DualCLIPLoader", "input.required.type"): "ComfyUI 0.10.0's types hunyuan_video_15 (HunyuanVideo 1.5's "
+    "Qwen2.5-VL and ByT5), kandinsky5 and kandinsky5_image (Kandinsky 5's Qwen2.5-VL and CLIP-L) are offered",
     ("CLIPLoader", "input.required.type"): "the newest ComfyUI's type flux2 (FLUX.2 Klein's Qwen3) is offered",
     (
         "FluxKontextMultiReferenceLatentMethod",
