@@ -136,6 +136,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^wan2\.2_t2v_high_noise_14B", "wan2.2_t2v_high_noise_14B_fp8_scaled_tiny.safetensors"),
     (None, r"^wan2\.2_t2v_low_noise_14B", "wan2.2_t2v_low_noise_14B_fp8_scaled_tiny.safetensors"),
     (None, r"^wan2\.2_ti2v_5B", "wan2.2_ti2v_5B_tiny.safetensors"),
+    # Wan 2.2 Fun 5B Control and InP (nodes/models/wan_demo.py: 148 and 100 input channels on the 48-channel latent)
+    (None, r"^wan2\.2_fun_control_5B", "wan2.2_fun_control_5B_tiny.safetensors"),
+    (None, r"^wan2\.2_fun_inpaint_5B", "wan2.2_fun_inpaint_5B_tiny.safetensors"),
     (None, r"^wan2\.2_fun_control_(high|low)_noise_14B", "wan2.2_fun_control_low_noise_14B_tiny.safetensors"),
     (None, r"^wan2\.1_t2v_1\.3B", "wan2.1_t2v_1.3B_tiny.safetensors"),
     (None, r"^wan2\.1_i2v_480p_14B", "wan2.1_i2v_480p_14B_tiny.safetensors"),
@@ -156,7 +159,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^Wan2_1-I2V-ATI-14B", r"^clip_vision_h", "clip-vision-tiny.safetensors"),
     (r"^wan2\.[12]_", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
     (r"^wan2\.[12]_", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
-    (r"^wan2\.2_ti2v_5B", r"^wan2\.2_vae", "wan2.2_vae_tiny.safetensors"),
+    (r"^wan2\.2_(ti2v|fun_control|fun_inpaint)_5B", r"^wan2\.2_vae", "wan2.2_vae_tiny.safetensors"),
     (r"^wan2\.[12]_", r"^clip_vision_h", "clip-vision-tiny.safetensors"),
     (
         r"^wan2\.2_i2v",

@@ -159,11 +159,14 @@ class WanFirstLastFrameToVideo:
         clip_vision_end_image=None,
     ):
         positive, negative = require(positive, "positive"), require(negative, "negative")
+        vae = require_component(vae, "vae", "vae")
+        # the VAE's latent: the Wan 2.1 VAE's 16 channels at 1/8, or the Wan 2.2 VAE's 48 at 1/16 (Wan 2.2 Fun 5B InP)
+        channels, scale, arch = (48, 16, WAN22_VAE_ARCH) if vae.arch == WAN22_VAE_ARCH else (16, 8, WAN21_VAE_ARCH)
         frames = latent_frames(length)
-        latent = torch.zeros(batch_size, 16, frames, height // 8, width // 8)
+        latent = torch.zeros(batch_size, channels, frames, height // scale, width // scale)
         clip = torch.full((length, height, width, 3), 0.5)
         # one mask entry per pixel frame of the 4-frame groups; 0 where an image fixes the frame
-        mask = torch.ones(1, 1, frames * 4, height // 8, width // 8)
+        mask = torch.ones(1, 1, frames * 4, height // scale, width // scale)
         if start_image is not None:
             start = fit_frames(start_image[:length], width, height)
             clip[: start.shape[0]] = start[..., :3]
@@ -172,7 +175,7 @@ class WanFirstLastFrameToVideo:
             end = fit_frames(end_image[-length:], width, height)
             clip[-end.shape[0] :] = end[..., :3]
             mask[:, :, -end.shape[0] :] = 0.0
-        image = await encode_video(vae, clip)
+        image = await encode_video(vae, clip, arch)
         mask = mask.view(1, frames, 4, mask.shape[-2], mask.shape[-1]).transpose(1, 2)
         extra = {"concat_latent_image": image, "concat_mask": mask}
         vision = _join_vision(clip_vision_start_image, clip_vision_end_image)

@@ -22,7 +22,9 @@
 - diffusion_models/wan2.2_t2v_{high,low}_noise_14B_fp8_scaled_tiny: Wan 2.2 14B text-to-video's two experts
   (16 input channels) in ComfyUI's scaled fp8 layout, as its wan2.2_t2v_*_fp8_scaled files are (_scaled_fp8);
 - diffusion_models/wan_animate_2_14B_tiny: Wan Animate 2, Wan 2.1 image-to-video's layout with the metadata
-  ComfyUI tells it by (METADATA, animate2_model).
+  ComfyUI tells it by (METADATA, animate2_model);
+- diffusion_models/wan2.2_fun_control_5B_tiny and wan2.2_fun_inpaint_5B_tiny: Wan 2.2 Fun 5B Control and InP (148
+  and 100 input channels, 48 out; see _fun22_5b_models).
 bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
 fixed text with one thread)."""
 
@@ -69,6 +71,8 @@ FILES = {
     "t2v_high": "diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled_tiny.safetensors",
     "t2v_low": "diffusion_models/wan2.2_t2v_low_noise_14B_fp8_scaled_tiny.safetensors",
     "animate2": "diffusion_models/wan_animate_2_14B_tiny.safetensors",
+    "fun22_5b_control": "diffusion_models/wan2.2_fun_control_5B_tiny.safetensors",
+    "fun22_5b_inpaint": "diffusion_models/wan2.2_fun_inpaint_5B_tiny.safetensors",
 }
 # Wan Animate 2's files are Wan 2.1 image-to-video's layout told apart by this metadata (nodes.models.wan_animate2)
 METADATA = {"animate2": {"config": json.dumps({"transformer": {"model_type": "animate2"}})}}
@@ -277,7 +281,24 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     out["vace_lora"] = _lora(out["vace"], torch.Generator().manual_seed(seed + 5))
     out.update(_t2v22_models(seed))
     out["animate2"] = animate2_model(seed)
+    out.update(_fun22_5b_models(seed))
     return out
+
+
+def _fun22_5b_models(seed: int) -> dict[str, dict[str, torch.Tensor]]:
+    """Wan 2.2 Fun 5B Control and InP, from a generator of their own: Wan 2.2 5B's shape (48 latent channels out, no
+    image embedding: ComfyUI 0.3.64's WAN22_T2V, whose concat_cond takes the extra input channels) with the inputs
+    ComfyUI's nodes give them on the 48-channel Wan 2.2 VAE. Control 148 = noise 48, Wan22FunControlToVideo's control
+    latent 48, its 4 mask channels (concat_mask_index 48), its start latent 48; and, as the 14B Fun Control's from
+    16 channels, a ref_conv from the 48-channel reference latent (ComfyUI's in_dim_ref_conv). InP 100 = noise 48,
+    WanFunInpaintToVideo's 4 mask channels, its start/end latent 48."""
+    gen = torch.Generator().manual_seed(seed + 40)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 40)
+        sds = {name: _transformer(cin, 48, gen) for name, cin in (("fun22_5b_control", 148), ("fun22_5b_inpaint", 100))}
+    sds["fun22_5b_control"]["ref_conv.weight"] = torch.randn(HEAD_DIM, 48, 2, 2, generator=gen) * 0.05
+    sds["fun22_5b_control"]["ref_conv.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.05
+    return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
 
 
 def animate2_model(seed: int = SEED) -> dict[str, torch.Tensor]:
