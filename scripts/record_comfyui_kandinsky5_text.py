@@ -25,7 +25,7 @@ import sys
 import torch
 from comfyui_recording import b64, comfyui_on_cpu, sha256, write_json
 
-OUT, WORKSPACE = sys.argv[1:3]
+ARGS = sys.argv[1:3]  # (fixture, workspace); read before comfyui_on_cpu sets ComfyUI's command line
 comfyui_on_cpu()
 import comfy.sd  # noqa: E402
 import comfy.text_encoders.llama  # noqa: E402
@@ -86,6 +86,7 @@ def tiny_sizes(qwen: dict, clip: dict) -> None:
 
 def main() -> None:
     torch.set_num_threads(1)
+    OUT, WORKSPACE = ARGS
     paths = [f"{WORKSPACE}/models/{QWEN}", f"{WORKSPACE}/models/{CLIP_L}"]
     tiny_sizes(comfy.utils.load_torch_file(paths[0]), comfy.utils.load_torch_file(paths[1]))
     out = {"comfyui_commit": COMMIT, "files": {rel: sha256(p) for rel, p in zip((QWEN, CLIP_L), paths)}, "cases": {}}
