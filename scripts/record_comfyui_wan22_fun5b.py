@@ -8,16 +8,16 @@ with record_comfyui_wan.py's loaders and tiny-width wrappers:
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<torchvision shim>:/work/main/scripts:. OMP_NUM_THREADS=1 \\
         <venv>/bin/python /work/main/scripts/record_comfyui_wan22_fun5b.py \\
         /work/main/tests/models/fixtures/comfyui_wan22_fun5b.json.xz <models dir> <input dir> \\
-        /work/main/workflows_json/wan22_fun_control_5b.json
+        /work/main/workflows_json/wan22_fun_control_5b.json /work/main/workflows_json/wan22_fun_inpaint_5b.json
 
 Recorded (outputs only: the test draws the seeded inputs again, INPUTS below): the model config ComfyUI detects
 for each file; Wan22FunControlToVideo (96 x 64, 5 frames) with a control video and a reference image, and
 WanFunInpaintToVideo with a start and an end image: their positive conditioning (concat_latent_image, concat_mask,
 concat_mask_index, the reference latent), then one evaluation of each model through ComfyUI's WAN22 (concat_cond:
 the 4 mask channels where in_dim asks, extra_conds' reference latent, apply_model at sigma 0.6 to the denoised
-prediction) on seeded noise and text states; and the 5B Fun Control template's workflow
-(workflows_json/wan22_fun_control_5b.json, scripts/wan22_fun5b_workflow.py; the input dir holds the workspace's
-example.mp4 and example.png) run node by node with ComfyUI's classes as record_comfyui_wan.run_workflow runs the
+prediction) on seeded noise and text states; and the 5B Fun Control and Fun Inpaint templates' workflows
+(workflows_json/wan22_fun_{control,inpaint}_5b.json, scripts/wan22_fun5b_workflow.py; the input dir holds the
+workspace's example.mp4 and example.png) each run node by node with ComfyUI's classes as record_comfyui_wan.run_workflow runs the
 others: VAEDecode's frames."""
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import json
 import sys
 from pathlib import Path
 
-OUT, MODELS, INPUT, WORKFLOW = sys.argv[1:5]
+OUT, MODELS, INPUT = sys.argv[1:4]
+WORKFLOWS = dict(zip(("workflow_fun_control_5b", "workflow_fun_inpaint_5b"), sys.argv[4:6], strict=True))
 sys.argv[1:] = [OUT, MODELS, INPUT, "/nonexistent", "/nonexistent"]  # record_comfyui_wan's arguments
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
@@ -74,8 +75,9 @@ def main() -> None:
         "Wan22FunControlToVideo": wan.Wan22FunControlToVideo,
         "LoadVideo": video.LoadVideo,
         "GetVideoComponents": video.GetVideoComponents,
+        "WanFunInpaintToVideo": wan.WanFunInpaintToVideo,
     }
-    base.node_classes = lambda: {**core, **fun_classes}  # run_workflow's classes, the Fun Control 5B nodes with them
+    base.node_classes = lambda: {**core, **fun_classes}  # run_workflow's classes, the Fun 5B nodes with them
     (vae,) = base.run_node(core["VAELoader"], {"vae_name": FILES["vae22"].split("/")[1]})
     seeded = inputs()
     context, x = seeded["context"], seeded["x"]
@@ -125,13 +127,14 @@ def main() -> None:
             "reference_latent": base.b64(kwargs["reference_latent"]) if kwargs else None,
             "denoised": base.b64(denoised),
         }
-    with open(WORKFLOW) as f:
-        prompt = json.load(f)
-    run = base.run_workflow(prompt)
-    frames = np.frombuffer(base64.b64decode(run["frames"]["u8"]), np.uint8).reshape(run["frames"]["shape"])
-    array, meta = thinned(frames, MAX_RECORDED_VALUES)  # a strided grid of the frames keeps the fixture small
-    run["frames"] = {**meta, "u8": base64.b64encode(array.tobytes()).decode()}
-    out["workflow_fun_control_5b"] = {"prompt": prompt, **run}
+    for key, path in WORKFLOWS.items():
+        with open(path) as f:
+            prompt = json.load(f)
+        run = base.run_workflow(prompt)
+        frames = np.frombuffer(base64.b64decode(run["frames"]["u8"]), np.uint8).reshape(run["frames"]["shape"])
+        array, meta = thinned(frames, MAX_RECORDED_VALUES)  # a strided grid of the frames keeps the fixture small
+        run["frames"] = {**meta, "u8": base64.b64encode(array.tobytes()).decode()}
+        out[key] = {"prompt": prompt, **run}
     write_json(OUT, out)
 
 
