@@ -383,6 +383,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_kandinsky5 = getattr(_optional("nodes.models.kandinsky5_demo"), "build_demo_kandinsky5", None)
         if build_kandinsky5 is not None:  # Kandinsky 5 Lite's video DiT
             written += build_kandinsky5(models_dir)
+        build_hv_vae = getattr(_optional("nodes.models.hunyuan_video_vae_demo"), "build_demo_hunyuan_video_vae", None)
+        if build_hv_vae is not None:  # HunyuanVideo 1.0's VAE (Kandinsky 5's video templates')
+            written += build_hv_vae(models_dir)
     return written
 
 

@@ -458,6 +458,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         shape = shapes.get(prefix + HUNYUAN_VIDEO15_VAE_MARKER, ())
         if len(shape) == 5 and shape[1] == 32:  # ComfyUI 0.10.0's comfy/sd.py: a causal conv_in taking 32 channels
             return info("hunyuan_video15", "vae", {"vae"}, "hunyuan", prefix)
+        if len(shape) == 5:  # ComfyUI 0.10.0's comfy/sd.py: any other causal conv_in, HunyuanVideo 1.0's VAE
+            return info("hunyuan_video", "vae", {"vae"}, "comfy", prefix)
         if is_hunyuan_image_vae(shapes, prefix):  # before the KL rule: ComfyUI tells it by 64 latent channels
             return info("hunyuan_image", "vae", {"vae"}, "hunyuan", prefix)
         if prefix + "encoder.conv_in.weight" in shapes and prefix + "decoder.conv_in.weight" in shapes:

@@ -71,6 +71,8 @@ DIT_ARCHS = (
     "hunyuan_video15",
     "kandinsky5",
 )
+# Families whose VAE is loaded here with no diffusion model of their own: HunyuanVideo 1.0's (Kandinsky 5's video VAE)
+VAE_ARCHS = ("hunyuan_video",)
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
 
@@ -133,6 +135,7 @@ _ARCH_MODULES = {
     "hunyuan_image": ("nodes.models.hunyuan_image",),
     "hunyuan_video15": ("nodes.models.hunyuan_video15",),
     "kandinsky5": ("nodes.models.kandinsky5",),
+    "hunyuan_video": ("nodes.models.hunyuan_video_vae",),  # HunyuanVideo 1.0's VAE (Kandinsky 5's video templates')
 }
 
 
@@ -310,7 +313,7 @@ def load_vae(ref: ModelRef) -> VAEModel:
     if "vae" not in info.components:
         raise ModelLoadError(path, f"holds no VAE (it is a {info.kind} file)")
     sd = _sd(ref)
-    if info.arch in DIT_ARCHS:
+    if info.arch in DIT_ARCHS or info.arch in VAE_ARCHS:
         return _dispatch("load_vae", ref, sd, info.arch)
     prefix = info.prefix if info.kind == "vae" else "first_stage_model."
     vsd = unet_mod.strip_prefix(sd, prefix) if prefix else sd
