@@ -2,7 +2,8 @@
 text-to-video and image-to-video templates (video_kandinsky5_t2v / video_kandinsky5_i2v) with their own graphs, the
 subgraph unpacked in place under fresh node ids (scripts/templates_render.py's `flat_workflow`: the i2v subgraph's
 inner ids repeat the instance's), the tiny files substituted for the
-downloads (kandinsky5-tiny's DiT, the tiny Qwen2.5-VL and long CLIP-L, the VAE named below), example.png as the start
+downloads (kandinsky5-tiny's DiT, the tiny Qwen2.5-VL and long CLIP-L, hunyuan-video-vae-tiny; the i2v template's
+kandinsky5lite_i2v DiT has the t2v one's layout, so the tiny t2v file stands in for it), example.png as the start
 image, 64x48 and 33 frames in place of 768x512 and 121 (9 latent frames: NormalizeVideoLatentStart
 matches the 4 start frames to the 5 after them), 3 steps in place of 50 and a fixed seed 42. The API format is
 our UI converter's output.
@@ -21,7 +22,7 @@ WORKFLOWS = {  # our name -> the template
     "kandinsky5_t2v": "video_kandinsky5_t2v",
     "kandinsky5_i2v": "video_kandinsky5_i2v",
 }
-VAE = "wan_2.1_vae_tiny.safetensors"  # the video latent's shape (16 channels, 4x frames, 8x size)
+VAE = "hunyuan_video_vae_tiny.safetensors"  # HunyuanVideo 1.0's VAE, as the templates load
 SUBSTITUTE = {
     "DualCLIPLoader": [(0, "qwen_2.5_vl_7b_tiny.safetensors"), (1, "hidream_tiny_clip_l.safetensors")],
     "UNETLoader": [(0, "kandinsky5lite_t2v_tiny.safetensors")],

@@ -11,7 +11,8 @@ Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), a
 
 Each workflow runs node by node with ComfyUI's own classes (CreateVideo / SaveVideo left out: VAEDecode's frames are
 recorded). The tiny files' sizes are given to ComfyUI as scripts/record_comfyui_kandinsky5.py (the DiT's text widths),
-scripts/record_comfyui_kandinsky5_text.py (Qwen2.5-VL and CLIP-L configs) and the Wan 2.1 VAE's base width do;
+scripts/record_comfyui_kandinsky5_text.py (Qwen2.5-VL and CLIP-L configs) and scripts/record_comfyui_hunyuan_video_vae.py
+(the HunyuanVideo VAE's widths and blocks) do;
 nothing else of ComfyUI is changed.
 """
 
@@ -26,17 +27,17 @@ from comfyui_recording import MAX_RECORDED_VALUES, comfyui_on_cpu, node_classes,
 
 OUT, WORKSPACE = sys.argv[1:3]
 comfyui_on_cpu()
-import comfy.ldm.wan.vae  # noqa: E402
 import comfy.supported_models  # noqa: E402
 import comfy.utils  # noqa: E402
 import folder_paths  # noqa: E402
+from record_comfyui_hunyuan_video_vae import tiny_sizes as tiny_vae_sizes  # noqa: E402
 from record_comfyui_kandinsky5_text import CLIP_L, QWEN, tiny_sizes  # noqa: E402
 
 COMMIT = "79cdbc81"
 REPO = "/work/main"
 WORKFLOWS = ("kandinsky5_t2v", "kandinsky5_i2v")
 DIT = "diffusion_models/kandinsky5lite_t2v_tiny.safetensors"
-VAE = "vae/wan_2.1_vae_tiny.safetensors"
+VAE = "vae/hunyuan_video_vae_tiny.safetensors"
 
 
 def tiny_files() -> None:
@@ -47,9 +48,7 @@ def tiny_files() -> None:
         "in_text_dim2": int(dit["pooled_text_embeddings.in_layer.weight"].shape[1]),
     }
     tiny_sizes(comfy.utils.load_torch_file(f"{models}/{QWEN}"), comfy.utils.load_torch_file(f"{models}/{CLIP_L}"))
-    vae_dim = comfy.utils.load_torch_file(f"{models}/{VAE}")["encoder.conv1.weight"].shape[0]
-    wan = comfy.ldm.wan.vae.WanVAE  # ComfyUI fixes the Wan VAE's base width (96); the tiny file's is narrower
-    comfy.ldm.wan.vae.WanVAE = lambda **cfg: wan(**{**cfg, "dim": vae_dim})
+    tiny_vae_sizes(comfy.utils.load_torch_file(f"{models}/{VAE}"))
     for folder in ("diffusion_models", "vae", "text_encoders"):
         folder_paths.add_model_folder_path(folder, f"{models}/{folder}", is_default=True)
     folder_paths.set_input_directory(f"{WORKSPACE}/input")

@@ -1,6 +1,6 @@
 """The web UI's Kandinsky 5 text-to-video and image-to-video templates (workflows_json/kandinsky5_t2v.json and
 _i2v.json, written by scripts/kandinsky5_workflow.py: the templates' graphs on the tiny files, 64x48, 33 frames,
-3 steps, the tiny Wan 2.1 VAE standing in for HunyuanVideo's, which is not offered yet) from a fresh, empty workspace:
+3 steps, the tiny HunyuanVideo 1.0 VAE) from a fresh, empty workspace:
 the video is the same with the default executors and with `--executors 0`, and its frames equal ComfyUI 0.10.0's
 frames of the same workflow on the same files (recorded by scripts/record_comfyui_kandinsky5_workflows.py) to within
 1/255.
