@@ -231,6 +231,13 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^hunyuanvideo15_latent_upsampler_1080p", "hunyuanvideo15_latent_upsampler_1080p_tiny.safetensors"),
     (r"^hunyuanvideo1\.5|^capybara_v0", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors"),
     (r"^hunyuanvideo1\.5|^capybara_v0", r"^byt5_small_glyphxl", "byt5_small_glyphxl_tiny.safetensors"),
+    # Kandinsky 5 Lite video (nodes/models/kandinsky5_demo.py): the t2v and i2v DiTs share one layout; HunyuanVideo
+    # 1.0's VAE (nodes/models/hunyuan_video_vae_demo.py); its Qwen2.5-VL and CLIP-L (the tiny long CLIP-L with OpenAI's
+    # vocabulary). The image model (kandinsky5lite_t2i, 2560 wide) has no tiny file: ComfyUI tells it by that width.
+    (None, r"^kandinsky5lite_(t2v|i2v)", "kandinsky5lite_t2v_tiny.safetensors"),
+    (None, r"^hunyuan_video_vae", "hunyuan_video_vae_tiny.safetensors"),
+    (r"^kandinsky5lite_(t2v|i2v)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
+    (r"^kandinsky5lite_(t2v|i2v)", r"^clip_l\.", "hidream_tiny_clip_l.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
     # and Flux's VAE (nodes/models/hidream_demo.py)
     (None, r"^hidream_(i1|e1)", "hidream_i1_tiny.safetensors"),
