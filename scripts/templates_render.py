@@ -312,19 +312,10 @@ SHRINK_TITLES = {
     "length": SHRINK["length"],
 }
 TRIPWIRE_KEY = "templates_render.tripwire"  # a name no LoRA layout has: loading it is refused by name
-# A Painter's painting (the file the web UI uploads when one paints; templates ship only its name): a white disc on a
-# transparent canvas, written into the workspace's input folder, so the painted mask covers part of the picture.
-PAINTING = "templates_render_painting.png"
-
-
-def write_painting(path: Path, size: int = 64) -> None:
-    import numpy as np
-    from PIL import Image
-
-    y, x = np.mgrid[0:size, 0:size] / (size - 1)
-    disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype(np.uint8) * 255
-    rgba = np.stack([disc, disc, disc, disc], axis=-1)
-    Image.fromarray(rgba, mode="RGBA").save(path, format="PNG")
+# A Painter's painting (the file the web UI uploads when one paints; templates ship only its name): the workspace's
+# example painting (comfy_bridge/cli/demo_models.py: a white disc on a transparent canvas), so the painted mask covers
+# part of the picture.
+PAINTING = "example_painting.png"
 
 
 def leaf(key: str) -> str:
@@ -573,7 +564,10 @@ def worker(workspace: Path) -> None:
     from nodes.workspace import Workspace, activate
 
     ws = activate(Workspace(workspace))
-    write_painting(ws.input_dir / PAINTING)
+    if not (ws.input_dir / PAINTING).exists():  # a workspace from before demo-models wrote it
+        from comfy_bridge.cli.demo_models import write_example_painting
+
+        write_example_painting(ws.input_dir / PAINTING)
     registry = build_registry(ws)
     out = sys.stdout
     sys.stdout = sys.stderr  # node prints must not mix with the results

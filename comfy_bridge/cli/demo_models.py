@@ -15,8 +15,9 @@ log = logging.getLogger("comfy_cluster")
 
 def ensure_demo_models(ws: Workspace) -> None:
     """First start on an empty workspace: build the tiny demo models (and the example input image
-    the img2img and ControlNet workflows load, the example clip the Wan VACE workflow loads and the example
-    sound audio-to-video templates load) so a workflow runs with no download."""
+    the img2img and ControlNet workflows load, the example clip the Wan VACE workflow loads, the example
+    sound audio-to-video templates load and the example painting the Anima LLLite inpainting workflow's Painter
+    loads) so a workflow runs with no download."""
     example = ws.input_dir / "example.png"
     if not example.exists():
         write_example_image(example)
@@ -26,6 +27,9 @@ def ensure_demo_models(ws: Workspace) -> None:
     sound = ws.input_dir / "example.wav"
     if not sound.exists():
         write_example_audio(sound)
+    painting = ws.input_dir / "example_painting.png"
+    if not painting.exists():
+        write_example_painting(painting)
     if ws.list_files("checkpoints"):
         return
     from nodes.models.demo import build_demo_models
@@ -45,6 +49,20 @@ def write_example_image(path: Path, size: int = 128) -> None:
     disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype(float)
     rgb = np.stack([x, y, 0.5 * (1 - disc) + disc], axis=-1)
     write_atomic(path, lambda tmp: Image.fromarray((rgb * 255).round().astype("uint8")).save(tmp, format="PNG"))
+
+
+def write_example_painting(path: Path, size: int = 64) -> None:
+    """What the web UI's Painter uploads when one paints (the Anima LLLite inpainting workflow's mask): a white disc
+    on a transparent canvas, RGBA, so the painted coverage is part of the picture."""
+    import numpy as np
+    from PIL import Image
+
+    from nodes.output_claims import write_atomic
+
+    y, x = np.mgrid[0:size, 0:size] / (size - 1)
+    disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype("uint8") * 255
+    rgba = np.stack([disc, disc, disc, disc], axis=-1)
+    write_atomic(path, lambda tmp: Image.fromarray(rgba, mode="RGBA").save(tmp, format="PNG"))
 
 
 def write_example_audio(path: Path, rate: int = 44100, seconds: float = 1.0) -> None:

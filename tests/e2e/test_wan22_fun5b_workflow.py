@@ -1,4 +1,4 @@
-"""The web UI's Wan 2.2 5B Fun Control and Fun Inpaint templates (workflows_json/wan22_fun_{control,inpaint}_5b.json,
+"""The web UI's Wan 2.2 5B Fun Control and Fun Inpaint templates (workflows_json/wan22_fun_{control,inpaint}_5b{.ui,}.json,
 written by scripts/wan22_fun5b_workflow.py: their graphs on wan-tiny's Fun Control / InP 5B model, umt5 and Wan 2.2
 VAE; control: the workspace's example.mp4 as control video and example.png as reference image; inpaint: example.png as
 start and end image; 64x64, 9 frames, 3 uni_pc steps) from a fresh, empty workspace: each video is the same with the
@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scripts.wan22_fun5b_workflow import OUT, workflow
+from scripts.anima_lllite_workflow import builtin_registry
+from scripts.wan22_fun5b_workflow import OUT, tiny_template
 from tests.e2e.served_video import comfyui_frames, render_videos_in_both_modes, with_png_frames
 from tests.recorded_tensors import at_recorded, load_json
 
@@ -25,8 +26,12 @@ NODE = {"control": "Wan22FunControlToVideo", "inpaint": "WanFunInpaintToVideo"}
 
 @pytest.mark.parametrize("name", sorted(OUT))
 def test_shipped_workflow_is_the_written_and_recorded_one(name: str) -> None:
-    shipped = json.loads(OUT[name].read_text())
-    assert shipped == workflow(name) == RECORDED[name]["prompt"]
+    from comfy_bridge.formats import ui_to_api
+
+    ui = json.loads(OUT[name].with_suffix(".ui.json").read_text())
+    assert ui == tiny_template(name)
+    shipped = json.loads(OUT[name].with_suffix(".json").read_text())
+    assert shipped == ui_to_api(ui, builtin_registry()) == RECORDED[name]["prompt"]
     assert {v["class_type"] for v in shipped.values()} >= {NODE[name], "SaveVideo"}
 
 

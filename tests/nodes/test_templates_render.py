@@ -269,8 +269,8 @@ def test_an_input_sound_becomes_the_workspaces_example_sound(registry, tmp_path)
 
 def test_anima_lllite_files_and_the_painters_painting(registry, tmp_path):
     """The Anima LLLite templates' patches map to the tiny inpainting and "any" files, their turbo LoRA to
-    anima-tiny's; a Painter's uploaded painting (only its name ships) becomes the painting templates_render writes,
-    a disc that covers part of the canvas."""
+    anima-tiny's; a Painter's uploaded painting (only its name ships) becomes the workspace's example painting, a
+    disc that covers part of the canvas."""
     asked = ["anima-base-v1.0.safetensors", "anima-lllite-inpainting-v2.safetensors"]
     assert templates_render.demo_file(asked[1], asked) == "anima_lllite_inpainting_tiny.safetensors"
     assert templates_render.demo_file("anima-lllite-any-test-like-v2.safetensors", asked) == (
@@ -282,7 +282,9 @@ def test_anima_lllite_files_and_the_painters_painting(registry, tmp_path):
     ui = _ui([{"type": "Painter", "widgets_values": ["painter/painter-694-1.png [temp]", 1024, 1024, "#000000"]}])
     prompt, _ = templates_render.tiny_prompt(ui, registry, tmp_path)
     assert prompt["1"]["inputs"]["mask"] == templates_render.PAINTING
-    templates_render.write_painting(tmp_path / "painting.png")
+    from comfy_bridge.cli.demo_models import write_example_painting
+
+    write_example_painting(tmp_path / "painting.png")
     import numpy as np
     from PIL import Image
 
