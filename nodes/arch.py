@@ -74,6 +74,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "hunyuan_video15": LatentFormat(32, 1.03682),
     # ComfyUI 0.10.0's supported_models.Kandinsky5: latent_formats.HunyuanVideo (16 channels at 0.476986, no shift)
     "kandinsky5": LatentFormat(16, 0.476986),
+    "kandinsky5_image": FLUX_LATENT,  # ComfyUI 0.10.0's supported_models.Kandinsky5Image: latent format Flux
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
     "svd": SD1_LATENT,  # ComfyUI 0.3.64's supported_models.SVD_img2vid: latent format SD15
     "pixart_sigma": SDXL_LATENT,  # ComfyUI's supported_models.PixArtSigma: latent format SDXL
@@ -153,6 +154,7 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # ComfyUI 0.10.0's supported_models.Kandinsky5: model type FLOW (ModelSamplingDiscreteFlow, multiplier 1000)
     # at shift 10.
     "kandinsky5": {"kind": "flow", "shift": 10.0, "multiplier": 1000},
+    "kandinsky5_image": {"kind": "flow", "shift": 3.0, "multiplier": 1000},  # supported_models.Kandinsky5Image
     # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
     "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
     "pixart_sigma": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},

@@ -32,7 +32,19 @@ SUBSTITUTE = {
     "KSampler": [(0, 42), (1, "fixed"), (2, 3)],
     "ImageScale": [(1, 64), (2, 48)],
 }
-SIZES = {768: 64, 512: 48}  # the i2v template's width / height primitives -> tiny sizes
+SIZES = {768: 64, 512: 48}
+# The image template (image_kandinsky5_t2i) on the image DiT tests write (nodes/models/kandinsky5_demo.py's
+# write_image_test_file: 2560 wide, 108 MB, too large for demo-models, so no workflows_json file is shipped for it),
+# flux-tiny's VAE for ae.safetensors, 64x48, 3 steps, seed 42.
+IMAGE_TEMPLATE = "image_kandinsky5_t2i"
+IMAGE_DIT = "kandinsky5lite_t2i_test.safetensors"
+IMAGE_SUBSTITUTE = {
+    "DualCLIPLoader": SUBSTITUTE["DualCLIPLoader"],
+    "UNETLoader": [(0, IMAGE_DIT)],
+    "VAELoader": [(0, "flux-tiny-ae.safetensors")],
+    "EmptyLatentImage": [(0, 64), (1, 48)],
+    "KSampler": SUBSTITUTE["KSampler"],
+}  # the i2v template's width / height primitives -> tiny sizes
 
 
 def tiny_template(template: str) -> dict:
@@ -44,6 +56,13 @@ def tiny_template(template: str) -> dict:
         if node["type"] == "PrimitiveInt" and node["widgets_values"][0] in SIZES:
             node["widgets_values"][0] = SIZES[node["widgets_values"][0]]
     return flat
+
+
+def image_workflow_ui() -> dict:
+    from scripts.templates_render import flat_workflow
+    from scripts.workflow_files import tiny_template_ui
+
+    return tiny_template_ui(IMAGE_TEMPLATE, IMAGE_SUBSTITUTE, flat_workflow)
 
 
 def main() -> None:

@@ -57,6 +57,7 @@ T5_OLD_MARKER = "encoder.block.0.layer.1.DenseReluDense.wi.weight"
 # Kandinsky 5 (kandinsky5lite_*.safetensors / kandinsky5pro_*): ComfyUI 0.10.0's model_detection reads the visual
 # blocks' cross-attention key norm as image_model "kandinsky5" (the image model, 2560 wide on 64 inputs, as well).
 KANDINSKY5_MARKER = "visual_transformer_blocks.0.cross_attention.key_norm.weight"
+KANDINSKY5_IMAGE_EMBED = (2560, 64)  # the image model's visual_embeddings.in_layer.weight (model_dim, 16 x 1x2x2)
 # HiDream-I1 / E1: the Llama states' first caption projection (ComfyUI's model_detection: image_model "hidream").
 HIDREAM_MARKER = "caption_projection.0.linear.weight"
 # ComfyUI tells Qwen3 text encoders apart by width (comfy/sd.py detect_te_model): 1024 is the 0.6B, Anima's.
@@ -115,7 +116,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, cosmos_predict2: Cosmos Predict2, kandinsky5: Kandinsky 5, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | t5_old (Cosmos' T5 1.0) | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
+    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, cosmos_predict2: Cosmos Predict2, kandinsky5: Kandinsky 5 video, kandinsky5_image: Kandinsky 5 image, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | t5_old (Cosmos' T5 1.0) | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -357,8 +358,11 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         parts = {"diffusion_model"} | extra
         return info("cosmos_predict2", "checkpoint" if extra else "diffusion_model", parts, "comfy", prefix)
     prefix = _prefix_with(shapes, KANDINSKY5_MARKER)
-    if prefix is not None:
-        return info("kandinsky5", "diffusion_model", {"diffusion_model"}, "comfy", prefix)
+    if prefix is not None:  # supported_models.Kandinsky5Image: 2560 wide on 64 inputs per patch (16 Flux channels)
+        image = shapes.get(prefix + "visual_embeddings.in_layer.weight") == KANDINSKY5_IMAGE_EMBED
+        return info(
+            "kandinsky5_image" if image else "kandinsky5", "diffusion_model", {"diffusion_model"}, "comfy", prefix
+        )
     prefix = _prefix_with(shapes, KREA2_MARKER)
     if prefix is not None and prefix + "first.weight" in shapes:
         return info("krea2", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "krea", prefix)

@@ -29,7 +29,7 @@ from torch import nn
 from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
 from nodes.models.components import DiffusionModel
-from nodes.models.detect import KANDINSKY5_MARKER
+from nodes.models.detect import KANDINSKY5_IMAGE_EMBED, KANDINSKY5_MARKER
 from nodes.models.flux_keys import strip_prefix
 from nodes.models.lora import LoraTargets
 from nodes.models.single_file import load_single_file_transformer
@@ -422,7 +422,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         infer_config=lambda sd: dataclasses.asdict(infer_config(sd)),
         model_class=lambda **c: Kandinsky5Network(Kandinsky5Config(**c)),
     )
-    arch = "kandinsky5"
+    image = (config["model_dim"], config["visual_embed_dim"] * math.prod(PATCH)) == KANDINSKY5_IMAGE_EMBED
+    arch = "kandinsky5_image" if image else "kandinsky5"  # ComfyUI's Kandinsky5Image: Flux latents, shift 3
     return Kandinsky5DiffusionModel(
         arch=arch,
         module=module,

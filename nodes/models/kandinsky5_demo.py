@@ -46,6 +46,36 @@ def tiny_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
     return {k: v.contiguous() for k, v in network.state_dict().items()}
 
 
+# The image model at the one width ComfyUI reads as Kandinsky5Image (2560, on 16 Flux channels), otherwise as small as it
+# goes: one visual block, no text block. 54M parameters (108 MB in bfloat16, the published dtype), too large for
+# demo-models: tests and the recorder write it where they need it (write_image_test_file).
+IMAGE_TEST = Kandinsky5Config(
+    model_dim=2560,
+    ff_dim=32,
+    time_dim=32,
+    in_text_dim=32,
+    in_text_dim2=32,
+    visual_embed_dim=16,
+    out_visual_dim=16,
+    num_text_blocks=0,
+    num_visual_blocks=1,
+    axes_dims=(32, 48, 48),
+    rope_scale_factor=(1.0, 1.0, 1.0),
+)
+
+
+def write_image_test_file(path: Path, seed: int = SEED) -> Path:
+    """A deterministic Kandinsky 5 image DiT (IMAGE_TEST's sizes, bfloat16) at `path`; same seed -> same bytes."""
+    torch.manual_seed(seed)
+    network = Kandinsky5Network(IMAGE_TEST)
+    randomize_constants(network, torch.Generator().manual_seed(seed + 1))
+    sd = {k: v.to(torch.bfloat16).contiguous() for k, v in network.state_dict().items()}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, lambda tmp: save_file(sd, str(tmp)))
+    return path
+
+
 def build_demo_kandinsky5(models_dir: Path) -> list[Path]:
     path = Path(models_dir) / T2V_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -70,6 +70,7 @@ DIT_ARCHS = (
     "hunyuan_image",
     "hunyuan_video15",
     "kandinsky5",
+    "kandinsky5_image",
 )
 # Families whose VAE is loaded here with no diffusion model of their own: HunyuanVideo 1.0's (Kandinsky 5's video VAE)
 VAE_ARCHS = ("hunyuan_video",)
@@ -135,6 +136,7 @@ _ARCH_MODULES = {
     "hunyuan_image": ("nodes.models.hunyuan_image",),
     "hunyuan_video15": ("nodes.models.hunyuan_video15",),
     "kandinsky5": ("nodes.models.kandinsky5",),
+    "kandinsky5_image": ("nodes.models.kandinsky5",),
     "hunyuan_video": ("nodes.models.hunyuan_video_vae",),  # HunyuanVideo 1.0's VAE (Kandinsky 5's video templates')
 }
 
