@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scripts.minimax_h3_workflow import to_ui
+from scripts.workflow_ui import to_ui
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "stable_cascade"

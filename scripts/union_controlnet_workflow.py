@@ -14,7 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
-from minimax_h3_workflow import to_ui  # noqa: E402
+from workflow_ui import to_ui  # noqa: E402
 
 NAME = "union_controlnet_sdxl"
 
