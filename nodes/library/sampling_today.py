@@ -145,7 +145,7 @@ class DualModelGuider:
 # Families whose ComfyUI networks read the rope options: the Flux ones here; Z-Image and Lumina 2 (ComfyUI's Lumina
 # network) and Wan read them too, which their networks here do not yet. The other families have no such ids and
 # ignore them.
-ROPE_ARCHS = frozenset({"flux", "flux-schnell", "flux2"})
+ROPE_ARCHS = frozenset({"flux", "flux-schnell", "flux2", "kandinsky5", "kandinsky5_image"})
 ROPE_NOT_YET = frozenset({"zimage", "lumina2", "wan21", "wan22_5b"})
 
 

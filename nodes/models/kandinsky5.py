@@ -267,15 +267,25 @@ class Kandinsky5Network(nn.Module):
         self.visual_transformer_blocks = nn.ModuleList(VisualBlock(c) for _ in range(c.num_visual_blocks))
         self.out_layer = OutLayer(c)
 
-    def visual_rope(self, t: int, h: int, w: int, device: torch.device) -> torch.Tensor:
-        """[1, T*H*W, 1, D/2, 2, 2]: the patch grid's positions, each axis spread over (len - 1) / scale + 1
-        (ComfyUI's rope_encode_3d without rope_options; the 4096-wide Pro model scales large frames by 3.16)."""
+    def visual_rope(
+        self, t: int, h: int, w: int, device: torch.device, rope_options: Mapping[str, float] | None = None
+    ) -> torch.Tensor:
+        """[1, T*H*W, 1, D/2, 2, 2]: the patch grid's positions, each axis spread over (len - 1) / scale + 1 from 0
+        (ComfyUI's rope_encode_3d; the 4096-wide Pro model scales large frames by 3.16), or with ScaleROPE's
+        rope_options over (len - 1) x scale_* + 1 from shift_*."""
         lens = [(n + p // 2) // p for n, p in zip((t, h, w), PATCH)]
-        scale = self.config.rope_scale_factor
-        if self.config.model_dim == 4096 and h * w >= 14080:
-            scale = (1.0, 3.16, 3.16)
+        if rope_options:
+            spans = [(n - 1.0) * rope_options.get(f"scale_{a}", 1.0) + 1.0 for n, a in zip(lens, "tyx")]
+            starts = [0.0 + rope_options.get(f"shift_{a}", 0.0) for a in "tyx"]
+        else:
+            scale = self.config.rope_scale_factor
+            if self.config.model_dim == 4096 and h * w >= 14080:
+                scale = (1.0, 3.16, 3.16)
+            spans = [(n - 1.0) / s + 1.0 for n, s in zip(lens, scale)]
+            starts = [0.0, 0.0, 0.0]
         axes = [
-            torch.linspace(0, (n - 1.0) / s, steps=n, device=device, dtype=torch.float32) for n, s in zip(lens, scale)
+            torch.linspace(a, a + (span - 1), steps=n, device=device, dtype=torch.float32)
+            for n, span, a in zip(lens, spans, starts)
         ]
         grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, 3)
         tables = [rope_table(grid[:, i], d) for i, d in enumerate(self.config.axes_dims)]
@@ -288,6 +298,7 @@ class Kandinsky5Network(nn.Module):
         context: torch.Tensor,
         pooled: torch.Tensor,
         time_dim_replace: torch.Tensor | None = None,
+        rope_options: Mapping[str, float] | None = None,
     ) -> torch.Tensor:
         """x [B, C, T, H, W] (or [B, C, H, W]) with its joined channels; timestep [B] in ComfyUI's scale; context
         [B, L, in_text_dim]; pooled [B, in_text_dim2]; time_dim_replace: clean start latents written over the
@@ -304,7 +315,7 @@ class Kandinsky5Network(nn.Module):
             x = x.clone()
             start = F.pad(time_dim_replace, pads, mode="circular") if any(pads) else time_dim_replace
             x[:, : start.shape[1], : start.shape[2]] = start
-        visual_table = self.visual_rope(t, h, w, x.device)
+        visual_table = self.visual_rope(t, h, w, x.device, rope_options)
         text_pos = torch.arange(context.shape[1], device=x.device, dtype=torch.float32)
         text_table = rope_table(text_pos, self.config.head_dim)[None, :, None]
 
@@ -406,6 +417,7 @@ class Kandinsky5DiffusionModel(DiffusionModel):
             _batched(cond["context"].to(x.device, self.dtype), b),
             _batched(pooled.to(x.device, self.dtype), b),
             None if replace is None else _batched(replace.to(x.device, self.dtype), b),
+            cond.get("rope_options"),  # ScaleROPE
         )
         return out.float()
 

@@ -142,3 +142,27 @@ def test_the_loader_runs_the_file_as_comfyui_does(demo_workspace):
         assert not torch.allclose(plain, model.apply(noise, t, cond))
     with pytest.raises(ValueError, match="pooled"):
         model.apply(noise, t, {"context": data["context"]})
+
+
+ROPE = load_json(Path(__file__).parent / "fixtures" / "comfyui_kandinsky5_rope.json.xz")
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("case", sorted(ROPE["cases"]))
+def test_scale_rope_options_equal_comfyuis(network, case):
+    """ScaleROPE's rope_options replace the video model's rotary scaling: even its identity values (scales 1, no
+    shift) differ from none (spatial positions halved), as ComfyUI's rope_encode_3d (scripts/record_comfyui_kandinsky5_rope.py)."""
+    assert ROPE["file_sha256"] == FIXTURE["file_sha256"]
+    g = torch.Generator().manual_seed(41)
+    data = {
+        "x": torch.randn(2, 33, 3, 8, 12, generator=g),
+        "context": torch.randn(2, 7, 32, generator=g),
+        "y": torch.randn(2, 32, generator=g),
+    }
+    for name, value in data.items():
+        assert float(value.sum()) == pytest.approx(ROPE["input_sums"][name], abs=1e-4), name
+    t = torch.tensor(ROPE["timesteps"])
+    entry = ROPE["cases"][case]
+    ours = network(data["x"], t, data["context"], data["y"], rope_options=entry["rope_options"])
+    assert torch.allclose(at_recorded(ours, entry["raw"]), tensor(entry["raw"]), atol=OUTPUT_ATOL, rtol=0)
+    assert not torch.allclose(ours, network(data["x"], t, data["context"], data["y"]), atol=1e-3)
