@@ -166,3 +166,53 @@ def test_scale_rope_options_equal_comfyuis(network, case):
     ours = network(data["x"], t, data["context"], data["y"], rope_options=entry["rope_options"])
     assert torch.allclose(at_recorded(ours, entry["raw"]), tensor(entry["raw"]), atol=OUTPUT_ATOL, rtol=0)
     assert not torch.allclose(ours, network(data["x"], t, data["context"], data["y"]), atol=1e-3)
+
+
+LORA = load_json(Path(__file__).parent / "fixtures" / "comfyui_kandinsky5_lora.json.xz")
+LORA_PEFT = ("visual_transformer_blocks.0.self_attention.to_query", "text_transformer_blocks.0.feed_forward.in_layer")
+LORA_KOHYA = ("visual_transformer_blocks.1.cross_attention.to_value", "out_layer.out_layer")
+
+
+def lora_tensors(shapes: dict[str, tuple[int, int]], seed: int = 43) -> dict[str, torch.Tensor]:
+    """scripts/record_comfyui_kandinsky5_lora.py's seeded LoRA: rank 4, PEFT names on two layers, kohya on two."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name in LORA_PEFT:
+        o, i = shapes[name]
+        out[f"diffusion_model.{name}.lora_A.weight"] = torch.randn(4, i, generator=g) * 0.2
+        out[f"diffusion_model.{name}.lora_B.weight"] = torch.randn(o, 4, generator=g) * 0.2
+    for name in LORA_KOHYA:
+        o, i = shapes[name]
+        key = "lora_unet_" + name.replace(".", "_")
+        out[f"{key}.lora_down.weight"] = torch.randn(4, i, generator=g) * 0.2
+        out[f"{key}.lora_up.weight"] = torch.randn(o, 4, generator=g) * 0.2
+        out[f"{key}.alpha"] = torch.tensor(2.0)
+    return out
+
+
+@torch.no_grad()
+def test_lora_equals_comfyuis(demo_workspace, tmp_path):
+    """LoraLoaderModelOnly's LoRA (PEFT names under diffusion_model. and kohya's lora_unet_ names) merged at 0.8:
+    the DiT's output within 3e-5 of ComfyUI 0.10.0's with the same LoRA (scripts/record_comfyui_kandinsky5_lora.py)."""
+    from cluster.refs import Patch
+    from nodes.loaders import file_digest, make_ref
+    from nodes.models.loader import load_diffusion_model
+
+    torch.set_num_threads(1)
+    sd = tiny_state_dict()
+    path = tmp_path / "kandinsky5_lora_test.safetensors"
+    save_file(lora_tensors({n: tuple(sd[f"{n}.weight"].shape) for n in LORA_PEFT + LORA_KOHYA}), str(path))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == LORA["lora_sha256"] and LORA["patched_layers"] == 4
+    dit = demo_workspace.models_dir / "diffusion_models/kandinsky5lite_t2v_tiny.safetensors"
+    ref = make_ref("diffusion_model", "kandinsky5", [dit])
+    with_lora = load_diffusion_model(ref.with_patch(Patch(str(path), file_digest(path), LORA["strength"])))
+    g = torch.Generator().manual_seed(41)
+    x, context, y = (
+        torch.randn(2, 33, 3, 8, 12, generator=g),
+        torch.randn(2, 7, 32, generator=g),
+        torch.randn(2, 32, generator=g),
+    )
+    t = torch.tensor(LORA["timesteps"])
+    ours = with_lora.module(x, t, context, y)
+    assert torch.allclose(at_recorded(ours, LORA["raw"]), tensor(LORA["raw"]), atol=OUTPUT_ATOL, rtol=0)
+    assert not torch.allclose(ours, load_diffusion_model(ref).module(x, t, context, y), atol=1e-3)
