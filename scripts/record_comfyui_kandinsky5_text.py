@@ -43,6 +43,7 @@ PROMPTS = {
     "empty": "",
     "long": ", ".join(f"word{i} thing{i}" for i in range(40)),  # two CLIP windows
     "chat": "<|im_start|>user\nraw chat text<|im_end|>",
+    "pad_token": "a fox<|endoftext|> in the snow",  # masked from attention from the pad token on
 }
 TYPES = {"kandinsky5": comfy.sd.CLIPType.KANDINSKY5, "kandinsky5_image": comfy.sd.CLIPType.KANDINSKY5_IMAGE}
 
