@@ -127,9 +127,7 @@ class Mid(nn.Module):
         return self.block_2(self.attn_1(self.block_1(h)))
 
 
-def _time_levels(levels: int) -> int:
-    """How many of the deepest resampling levels also resample time (log2 of the time compression)."""
-    return int(math.log2(TEMPORAL))
+TIME_LEVELS = int(math.log2(TEMPORAL))  # how many of the deepest resampling levels resample time too
 
 
 class Encoder(nn.Module):
@@ -142,7 +140,7 @@ class Encoder(nn.Module):
             level = Level([ResnetBlock(c_in if j == 0 else ch * m, ch * m) for j in range(blocks)])
             c_in = ch * m
             if i != len(mult) - 1:  # the shallowest levels halve the frame only, the rest time too
-                spatial_only = len(mult) - 1 - i > _time_levels(len(mult))
+                spatial_only = len(mult) - 1 - i > TIME_LEVELS
                 level.downsample = Resample(c_in, stride=(1, 2, 2) if spatial_only else 2)
             self.down.append(level)
         self.mid = Mid(c_in)
@@ -180,7 +178,7 @@ class Decoder(nn.Module):
             c = ch * mult[i]
             if i != 0:
                 level.upsample = Resample(c)
-                level.time = i <= _time_levels(len(mult))  # the deepest levels double time too
+                level.time = i <= TIME_LEVELS  # the deepest levels double time too
             up.insert(0, level)
         self.up = nn.ModuleList(up)
         self.norm_out = _norm(c)
