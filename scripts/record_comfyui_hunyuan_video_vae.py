@@ -14,8 +14,8 @@ ComfyUI's comfy/sd.py detects the file (a causal decoder.conv_in taking 16 chann
 conv3d and time compression 4 at fixed sizes (128 x (1, 2, 4, 4), 2 blocks per level): this script gives that
 config the tiny file's sizes (read from its tensors) and changes nothing else. Recorded: VAE.encode of seeded frames
 (13 frames: the first, a chunk of 8 and one of 4; 3 frames: the first alone; an odd size, centre-cropped) and
-VAE.decode of seeded latents (5 latent frames: chunks of 2, 2 and 1; a batch of two). Inputs are seeded draws the
-test makes again.
+VAE.decode of seeded latents (5 latent frames: chunks of 2, 2 and 1; a batch of two), and VAEDecodeTiled's decode in
+tiles of time, height and width and of a latent that fits one tile. Inputs are seeded draws the test makes again.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ FILE = "vae/hunyuan_video_vae_tiny.safetensors"
 ENCODE = {"chunks": (1, 13, 48, 64), "first_frame_only": (2, 3, 32, 40), "odd_size": (3, 5, 44, 61)}
 # name -> (seed, latent shape) to decode
 DECODE = {"chunks": (4, (1, 16, 5, 4, 5)), "batch": (5, (2, 16, 2, 4, 5))}
+# VAEDecodeTiled's settings (tile_size, overlap, temporal_size, temporal_overlap) -> (seed, latent shape): tiles in
+# time, height and width; a latent that fits one tile
+TILED = {"tiles": ((64, 16, 8, 4), 6, (1, 16, 5, 10, 12)), "one_tile": ((256, 64, 64, 8), 7, (1, 16, 2, 4, 5))}
 KEPT = 8192  # values kept per output (a strided grid), so that the fixture stays small
 
 
@@ -76,6 +79,7 @@ def main() -> None:
         "latent_channels": vae.latent_channels,
         "encode": {},
         "decode": {},
+        "tiled": {},
     }
     with torch.no_grad():
         for name, (seed, *shape) in ENCODE.items():
@@ -86,6 +90,12 @@ def main() -> None:
             image = vae.decode(latent(seed, shape))
             out["decode"][name] = b64(image, KEPT)
             print("decode", name, tuple(image.shape), file=sys.stderr)
+        import nodes
+
+        for name, (settings, seed, shape) in TILED.items():
+            (image,) = nodes.VAEDecodeTiled().decode(vae, {"samples": latent(seed, shape)}, *settings)
+            out["tiled"][name] = {"settings": list(settings), "image": b64(image, KEPT)}
+            print("tiled", name, tuple(image.shape), file=sys.stderr)
     print("wrote", write_json(out_path, out), file=sys.stderr)
 
 

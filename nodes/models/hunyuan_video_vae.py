@@ -262,15 +262,36 @@ class HunyuanVideoVAE(VAEModel):
 
     encode_video = encode
 
+    temporal_compression = TEMPORAL
+
+    @staticmethod
+    def decoded_size(dim: int, size: int) -> int:
+        """Frames (dim 0) or pixels (1, 2) a latent extent decodes to: causal time 4(T-1)+1, space x8."""
+        return max(0, size * TEMPORAL - (TEMPORAL - 1)) if dim == 0 else size * DOWNSCALE
+
+    @staticmethod
+    def decoded_position(dim: int, index: int) -> int:
+        """Where latent index `index` lands in the decoded video (ComfyUI's index formula: x4 in time, x8 in space)."""
+        return index * (TEMPORAL if dim == 0 else DOWNSCALE)
+
     @torch.no_grad()
-    def decode(self, latent: torch.Tensor) -> torch.Tensor:
+    def decode_raw(self, latent: torch.Tensor) -> torch.Tensor:
+        """[B,16,T,h,w] -> the decoder's output [B,3,4(T-1)+1,8h,8w] in -1..1, before ComfyUI's clamp (VAEDecodeTiled
+        blends these; nodes.modelfns.vae.tiled_video)."""
         if latent.dim() != 5 or latent.shape[1] != self.latent_channels:
             raise ValueError(
                 f"the HunyuanVideo VAE takes [B,{self.latent_channels},T,H,W] video latents, got {tuple(latent.shape)}"
             )
-        frames = [self.module.decode(latent[i : i + 1].float()) for i in range(latent.shape[0])]
-        image = ((torch.cat(frames) + 1.0) / 2.0).clamp(0.0, 1.0).movedim(1, -1)  # [B,T,H,W,C]
+        return torch.cat([self.module.decode(latent[i : i + 1].float()) for i in range(latent.shape[0])])
+
+    @staticmethod
+    def to_image(x: torch.Tensor) -> torch.Tensor:
+        """Decoder output [B,3,T,H,W] -> IMAGE [B*T,H,W,3] in 0..1."""
+        image = ((x + 1.0) / 2.0).clamp(0.0, 1.0).movedim(1, -1)  # [B,T,H,W,C]
         return image.reshape(-1, *image.shape[2:])
+
+    def decode(self, latent: torch.Tensor) -> torch.Tensor:
+        return self.to_image(self.decode_raw(latent))
 
 
 def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> HunyuanVideoVAE:

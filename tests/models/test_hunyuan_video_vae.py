@@ -28,14 +28,19 @@ def latent(seed: int, shape) -> torch.Tensor:
 
 
 @pytest.fixture(scope="module")
-def vae(demo_workspace):
+def vae_file(demo_workspace) -> Path:
+    path = demo_workspace.models_dir / FIXTURE["file"]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == FIXTURE["file_sha256"], "not the recorded tiny file"
+    return path
+
+
+@pytest.fixture(scope="module")
+def vae(vae_file):
     from nodes.loaders import make_ref
     from nodes.models.loader import load_vae
 
     torch.set_num_threads(1)
-    path = demo_workspace.models_dir / FIXTURE["file"]
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == FIXTURE["file_sha256"], "not the recorded tiny file"
-    return load_vae(make_ref("vae", "hunyuan_video", [path]))
+    return load_vae(make_ref("vae", "hunyuan_video", [vae_file]))
 
 
 def test_detected_and_sized_as_comfyui(demo_workspace, vae):
@@ -85,3 +90,24 @@ def test_chunks_matter(vae):
 def test_bad_latent_refused(vae):
     with pytest.raises(ValueError, match=r"takes \[B,16,T,H,W\] video latents"):
         vae.decode(torch.zeros(1, 16, 4, 5))
+
+
+TILED = {"tiles": (6, (1, 16, 5, 10, 12)), "one_tile": (7, (1, 16, 2, 4, 5))}  # the recorder's (seed, latent shape)
+
+
+@pytest.mark.parametrize("case", sorted(TILED))
+def test_tiled_decode_equals_comfyuis(vae, vae_file, case):
+    """VAE Decode (Tiled): tiles in time, height and width blended as ComfyUI 0.10.0's VAEDecodeTiled blends them
+    (nodes.modelfns.vae.tiled_video), or one tile decoded whole."""
+    import asyncio
+
+    from nodes.loaders import make_ref
+    from nodes.model_nodes import VAEDecodeTiled
+
+    seed, shape = TILED[case]
+    entry = FIXTURE["tiled"][case]
+    ref = make_ref("vae", "hunyuan_video", [vae_file])
+    (image,) = asyncio.run(VAEDecodeTiled().decode(ref, {"samples": latent(seed, shape)}, *entry["settings"]))
+    assert torch.allclose(at_recorded(image, entry["image"]), tensor(entry["image"]), atol=1e-5, rtol=0)
+    if case == "tiles":  # tiles are not the whole decode
+        assert (image - vae.decode(latent(seed, shape))).abs().max() > 1e-3
