@@ -74,6 +74,8 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "hunyuan_video15": LatentFormat(32, 1.03682),
     # ComfyUI 0.10.0's supported_models.Kandinsky5: latent_formats.HunyuanVideo (16 channels at 0.476986, no shift)
     "kandinsky5": LatentFormat(16, 0.476986),
+    # ComfyUI 0.3.64's supported_models.HunyuanVideo: latent_formats.HunyuanVideo (16 channels at 0.476986)
+    "hunyuan_video": LatentFormat(16, 0.476986),
     "kandinsky5_image": FLUX_LATENT,  # ComfyUI 0.10.0's supported_models.Kandinsky5Image: latent format Flux
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
     "svd": SD1_LATENT,  # ComfyUI 0.3.64's supported_models.SVD_img2vid: latent format SD15
@@ -154,6 +156,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # ComfyUI 0.10.0's supported_models.Kandinsky5: model type FLOW (ModelSamplingDiscreteFlow, multiplier 1000)
     # at shift 10.
     "kandinsky5": {"kind": "flow", "shift": 10.0, "multiplier": 1000},
+    # ComfyUI 0.3.64's supported_models.HunyuanVideo (and its I2V variants): FLOW at shift 7
+    "hunyuan_video": {"kind": "flow", "shift": 7.0, "multiplier": 1000},
     "kandinsky5_image": {"kind": "flow", "shift": 3.0, "multiplier": 1000},  # supported_models.Kandinsky5Image
     # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
     "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
@@ -172,7 +176,17 @@ FRAME_AXIS_ARCHS = frozenset({"qwen_image", "anima", "cosmos_predict2", "kandins
 # The video families: their samplers denoise every frame at once (Qwen-Image's take one frame); MiniMax H3's
 # latents are always [B,C,T,H,W], so it needs no frame axis added.
 VIDEO_ARCHS = frozenset(
-    {"cosmos_predict2", "kandinsky5", "wan21", "wan22_5b", "minimax_h3", "seedvr2", "ltxv", "hunyuan_video15"}
+    {
+        "cosmos_predict2",
+        "kandinsky5",
+        "wan21",
+        "wan22_5b",
+        "minimax_h3",
+        "seedvr2",
+        "ltxv",
+        "hunyuan_video15",
+        "hunyuan_video",
+    }
 )
 
 

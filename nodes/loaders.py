@@ -213,6 +213,7 @@ _CLIP_TYPE_ARCH = {
     "stable_cascade": "stable_cascade_c",
     "ltxv": "ltxv",  # T5-XXL for LTX-Video 0.9 (nodes.models.ltxv_text); LTX-2.5's Gemma 4 is told apart above
     "hunyuan_image": "hunyuan_image",  # Qwen2.5-VL with Hunyuan Image 2.1's template (nodes.models.hunyuan_image_text)
+    "hunyuan_video": "hunyuan_video",  # llava-llama3 + CLIP-L for HunyuanVideo 1.0 (nodes.models.hunyuan_video_text)
     "hunyuan_video_15": "hunyuan_video15",  # Qwen2.5-VL (+ ByT5) for HunyuanVideo 1.5 (nodes.models.hunyuan_video15_text)
     "kandinsky5": "kandinsky5",  # Qwen2.5-VL + CLIP-L with the video template (nodes.models.kandinsky5_text)
     "kandinsky5_image": "kandinsky5",  # the same with the image model's template

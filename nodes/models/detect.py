@@ -159,6 +159,19 @@ def is_hunyuan_image_dit(shapes: Shapes, prefix: str) -> bool:
     return patch is not None and len(patch) == 4 and not any(k.startswith(prefix + "vector_in.") for k in shapes)
 
 
+def is_hunyuan_video_dit(shapes: Shapes, prefix: str) -> bool:
+    """A HunyuanVideo 1.0 DiT (text or image to video): ComfyUI's HunyuanVideo rule with a 3-D patch embedder and a
+    vector_in (CLIP-L's pooled vector); 1.5 (vision_in) is told apart before, the Image 2.1 refiner has no
+    vector_in."""
+    patch = shapes.get(prefix + "img_in.proj.weight")
+    return (
+        patch is not None
+        and len(patch) == 5
+        and any(k.startswith(prefix + "vector_in.") for k in shapes)
+        and prefix + HUNYUAN_VIDEO15_MARKER not in shapes
+    )
+
+
 def is_hunyuan_image_vae(shapes: Shapes, prefix: str = "") -> bool:
     """The Hunyuan Image 2.1 VAE (ComfyUI 0.3.64's comfy/sd.py): a 2-D decoder.conv_in taking 64 latent channels."""
     shape = shapes.get(prefix + HUNYUAN_IMAGE_VAE_MARKER)
@@ -387,11 +400,11 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("hunyuan_video15", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
     if prefix is not None and is_hunyuan_image_dit(shapes, prefix):  # ComfyUI 0.3.64's HunyuanVideo-family rule
         return info("hunyuan_image", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
+    if prefix is not None and is_hunyuan_video_dit(shapes, prefix):  # supported_models.HunyuanVideo (and I2V)
+        return info("hunyuan_video", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
     if prefix is not None:
         raise ModelLoadError(
-            path,
-            "is a HunyuanVideo-family model (HunyuanVideo, its image-to-video or the Hunyuan Image 2.1 refiner), "
-            "which is not supported yet",
+            path, "is a HunyuanVideo-family model (the Hunyuan Image 2.1 refiner), which is not supported yet"
         )
     prefix = _prefix_with(shapes, QWEN_IMAGE_MARKER)
     if prefix is not None and shapes.get(prefix + "img_in.weight", (0, 0))[1:] == (MAGE_FLOW_CHANNELS,):

@@ -69,6 +69,7 @@ DIT_ARCHS = (
     "seedvr2",
     "hunyuan_image",
     "hunyuan_video15",
+    "hunyuan_video",
     "kandinsky5",
     "kandinsky5_image",
 )
@@ -137,7 +138,8 @@ _ARCH_MODULES = {
     "hunyuan_video15": ("nodes.models.hunyuan_video15",),
     "kandinsky5": ("nodes.models.kandinsky5",),
     "kandinsky5_image": ("nodes.models.kandinsky5",),
-    "hunyuan_video": ("nodes.models.hunyuan_video_vae",),  # HunyuanVideo 1.0's VAE (Kandinsky 5's video templates')
+    # HunyuanVideo 1.0: its DiT and text encoders, and its VAE (Kandinsky 5's video templates' too)
+    "hunyuan_video": ("nodes.models.hunyuan_video", "nodes.models.hunyuan_video_vae"),
 }
 
 
@@ -424,6 +426,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if any(i.arch == "mistral3" for i in infos):  # ComfyUI: a Mistral 3 file is FLUX.2 dev's encoder, any type
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "mistral3")
+    if clip_type == "hunyuan_video":  # ComfyUI 0.3.64's DualCLIPLoader type: llava-llama3 + CLIP-L
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "hunyuan_video")
     if clip_type == "hidream" or len(ref.sources) == 4 or any(i.arch == "llama3" for i in infos):
         # ComfyUI: four files (QuadrupleCLIPLoader), CLIPLoader/DualCLIPLoader type hidream or a Llama 3.1 file
         _refuse_merges(ref, path, "these text encoders")
