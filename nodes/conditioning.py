@@ -112,6 +112,10 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["concat_mask_index"] = int(opts["concat_mask_index"])
         if opts.get("time_dim_concat") is not None:  # WanPhantomSubjectToVideo: raw latent frames after the video's
             tensors[f"{key}.time_dim_concat"] = opts["time_dim_concat"]
+        if opts.get("guiding_frame_index") is not None:  # HunyuanImageToVideo v2 (replace): first-frame tokens
+            entry["guiding_frame_index"] = float(opts["guiding_frame_index"])
+        if opts.get("ref_latent") is not None:  # HunyuanImageToVideo custom: a raw reference latent
+            tensors[f"{key}.ref_latent"] = opts["ref_latent"]
         if opts.get("time_dim_replace") is not None:  # Kandinsky5ImageToVideo: raw start latent frames
             tensors[f"{key}.time_dim_replace"] = opts["time_dim_replace"]
         if opts.get("camera_conditions") is not None:  # WanCameraImageToVideo: the Fun Camera model's ray maps

@@ -39,6 +39,7 @@ import comfy.sd  # noqa: E402
 import comfy.text_encoders.hunyuan_video  # noqa: E402
 import comfy.text_encoders.llama  # noqa: E402
 import comfy.utils  # noqa: E402
+import comfy_extras.nodes_hunyuan as nodes_hunyuan  # noqa: E402
 from comfy import sd1_clip  # noqa: E402
 
 VERSION = "0.3.64"
@@ -46,6 +47,14 @@ T2V = "diffusion_models/hunyuan_video_t2v_tiny.safetensors"
 I2V = "diffusion_models/hunyuan_video_i2v_tiny.safetensors"
 LLAMA = "text_encoders/llava_llama3_tiny.safetensors"
 CLIP_L = "text_encoders/hidream_tiny_clip_l.safetensors"
+VAE = "vae/hunyuan_video_vae_tiny.safetensors"
+# HunyuanImageToVideo: (guidance_type, width, height, length, batch_size, start frames or None)
+NODE_CASES = {
+    "no_image": ("v1 (concat)", 64, 48, 9, 2, None),
+    "v1_concat": ("v1 (concat)", 64, 48, 9, 1, (1, 40, 56)),
+    "v2_replace": ("v2 (replace)", 64, 48, 9, 1, (1, 48, 64)),
+    "custom": ("custom", 32, 32, 5, 1, (1, 32, 48)),
+}
 LLAMA_HEAD, CLIP_HEAD = 8, 8
 THIN = 1536  # network outputs kept at a strided grid of about this many values (the fixture stays small)
 PROMPTS = {
@@ -234,7 +243,42 @@ def main() -> None:
         out["concat_i2v"] = b64(kwargs["c_concat"], THIN)
         denoised, _ = prediction(model, data, 0.8)  # no image: ComfyUI joins the latent and a zero mask
         out["denoised_i2v_no_image"] = b64(denoised, THIN)
+    out["image_to_video"] = record_node(models)
+    out["files"][VAE] = sha256(f"{models}/{VAE}")
     write_json(out_path, out)
+
+
+def record_node(models: str) -> dict:
+    """HunyuanImageToVideo on the tiny HunyuanVideo VAE (ComfyUI's conv3d AutoencoderKL given the tiny file's sizes,
+    as scripts/record_comfyui_hunyuan_video_vae.py does) for each guidance type; start frames are seeded draws."""
+    sd = comfy.utils.load_torch_file(f"{models}/{VAE}")
+    ch = int(sd["encoder.conv_in.conv.weight"].shape[0])
+    levels = len({k.split(".")[2] for k in sd if k.startswith("encoder.down.")})
+    sizes = {
+        "ch": ch,
+        "ch_mult": [int(sd[f"encoder.down.{i}.block.0.conv1.conv.weight"].shape[0]) // ch for i in range(levels)],
+        "num_res_blocks": len({k.split(".")[4] for k in sd if k.startswith("encoder.down.0.block.")}),
+    }
+    kl = comfy.sd.AutoencoderKL
+    comfy.sd.AutoencoderKL = lambda ddconfig, **kw: kl(ddconfig={**ddconfig, **sizes}, **kw)
+    vae = comfy.sd.VAE(sd=sd)
+    cond = [[torch.ones(1, 3, 4), {"pooled_output": torch.zeros(1, 4)}]]
+    out = {}
+    for name, (kind, width, height, length, batch, start) in NODE_CASES.items():
+        args = {"positive": cond, "vae": vae, "width": width, "height": height, "length": length}
+        args.update(batch_size=batch, guidance_type=kind)
+        if start is not None:
+            args["start_image"] = torch.rand(*start, 3, generator=torch.Generator().manual_seed(7))
+        positive, latent = nodes_hunyuan.HunyuanImageToVideo().encode(**args)
+        opts = positive[0][1]
+        out[name] = {
+            "latent": b64(latent["samples"]),
+            "noise_mask": b64(latent["noise_mask"]) if "noise_mask" in latent else None,
+            "cond": {k: b64(opts[k]) for k in ("concat_latent_image", "concat_mask", "ref_latent") if k in opts},
+            "guiding_frame_index": opts.get("guiding_frame_index"),
+        }
+        print("node", name, {k: tuple(v.shape) for k, v in latent.items()}, sorted(opts), file=sys.stderr)
+    return out
 
 
 if __name__ == "__main__":

@@ -350,6 +350,8 @@ class GuidedDenoiser:
                 f"{e['key']}.concat_latent_image" in self.inputs,
                 _shape(self.inputs.get(f"{e['key']}.time_dim_concat")),  # Wan Phantom: its subject frames
                 _shape(self.inputs.get(f"{e['key']}.time_dim_replace")),  # Kandinsky 5: its start latent
+                e.get("guiding_frame_index"),  # HunyuanVideo v2 (replace): token replacement per pass
+                _shape(self.inputs.get(f"{e['key']}.ref_latent")),  # HunyuanVideo custom: its reference latent
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
                 _animate2_key(self.inputs, e),  # Wan Animate 2: pose branch inputs and strengths
                 self._cascade_tokens(e),  # Stable Cascade stage C: entries with as many image tokens share a pass
@@ -515,6 +517,11 @@ class GuidedDenoiser:
         start = stacked("time_dim_replace")
         if start is not None:  # Kandinsky 5: clean start latent frames, in model space (ComfyUI's process_latent_in)
             cond["time_dim_replace"] = self.model.latent_format.process_in(start.to(device))
+        if entries[0].get("guiding_frame_index") is not None:  # HunyuanVideo's token replacement
+            cond["guiding_frame_index"] = entries[0]["guiding_frame_index"]
+        reference = stacked("ref_latent")
+        if reference is not None:  # HunyuanVideo's reference latent, in model space (ComfyUI's process_latent_in)
+            cond["ref_latent"] = self.model.latent_format.process_in(reference.to(device))
         camera = stacked("camera_conditions")
         if camera is not None:  # Wan Fun Camera: its control adapter's input
             cond["camera_conditions"] = camera

@@ -14,7 +14,7 @@ import torch
 from tests.recorded_tensors import at_recorded, load_json, tensor
 
 FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_hunyuan_video.json.xz")
-T2V, I2V, LLAMA, CLIP_L = FIXTURE["files"]
+T2V, I2V, LLAMA, CLIP_L, _VAE = FIXTURE["files"]
 ATOL = 1e-5
 
 
