@@ -110,10 +110,36 @@ class Resample(nn.Module):
 
 
 class Level(nn.Module):
+    """One resolution level: its blocks, then its downsampler (encoder) or upsampler (decoder). Called as a module,
+    so that the weight cache's per-block hooks (cluster.weights: the largest ModuleList's entries) see every use."""
+
     def __init__(self, blocks: list[ResnetBlock]) -> None:
         super().__init__()
         self.block = nn.ModuleList(blocks)
         self.attn = nn.ModuleList()
+
+    def forward(self, h: torch.Tensor, carry_in: Carry | None, carry_out: Carry | None) -> torch.Tensor:
+        for block in self.block:
+            h = block(h, carry_in, carry_out)
+        if hasattr(self, "downsample"):
+            h = self.downsample.conv(h, carry_in, carry_out)
+        if hasattr(self, "upsample"):
+            h = upsample_nearest(h, self.time, first_chunk=carry_in is None)
+            h = self.upsample.conv(h, carry_in, carry_out)
+        return h
+
+
+def upsample_nearest(h: torch.Tensor, time: bool, first_chunk: bool) -> torch.Tensor:
+    """Nearest x2 in space, and in time where `time` (the video's first frame, in the first chunk, stays one frame)."""
+    if not time:
+        return F.interpolate(h, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+    parts = []
+    if first_chunk:
+        parts.append(F.interpolate(h[:, :, 0], scale_factor=(2.0, 2.0), mode="nearest")[:, :, None])
+        h = h[:, :, 1:]
+    if h.shape[2] > 0:
+        parts.append(F.interpolate(h, scale_factor=(2.0, 2.0, 2.0), mode="nearest"))
+    return torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]
 
 
 class Mid(nn.Module):
@@ -156,10 +182,7 @@ class Encoder(nn.Module):
             carry_out = None if i == len(chunks) - 1 else []
             h = self.conv_in(h, carry_in, carry_out)
             for level in self.down:
-                for block in level.block:
-                    h = block(h, carry_in, carry_out)
-                if hasattr(level, "downsample"):
-                    h = level.downsample.conv(h, carry_in, carry_out)
+                h = level(h, carry_in, carry_out)
             out.append(h)
             carry_in = carry_out
         h = self.mid(torch.cat(out, dim=2))
@@ -184,18 +207,6 @@ class Decoder(nn.Module):
         self.norm_out = _norm(c)
         self.conv_out = CausalConv(c, 3)
 
-    @staticmethod
-    def upsample(h: torch.Tensor, time: bool, first_chunk: bool) -> torch.Tensor:
-        if not time:
-            return F.interpolate(h, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
-        parts = []
-        if first_chunk:  # the video's first frame stays one frame
-            parts.append(F.interpolate(h[:, :, 0], scale_factor=(2.0, 2.0), mode="nearest")[:, :, None])
-            h = h[:, :, 1:]
-        if h.shape[2] > 0:
-            parts.append(F.interpolate(h, scale_factor=(2.0, 2.0, 2.0), mode="nearest"))
-        return torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]
-
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         h = self.mid(self.conv_in(z))
         chunks = torch.split(h, DECODE_CHUNK, dim=2)
@@ -203,11 +214,7 @@ class Decoder(nn.Module):
         for i, h in enumerate(chunks):
             carry_out = None if i == len(chunks) - 1 else []
             for level in reversed(self.up):
-                for block in level.block:
-                    h = block(h, carry_in, carry_out)
-                if hasattr(level, "upsample"):
-                    h = self.upsample(h, level.time, carry_in is None)
-                    h = level.upsample.conv(h, carry_in, carry_out)
+                h = level(h, carry_in, carry_out)
             out.append(self.conv_out(F.silu(self.norm_out(h)), carry_in, carry_out))
             carry_in = carry_out
         return torch.cat(out, dim=2)
