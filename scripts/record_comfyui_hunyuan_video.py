@@ -248,10 +248,8 @@ def main() -> None:
     write_json(out_path, out)
 
 
-def record_node(models: str) -> dict:
-    """HunyuanImageToVideo on the tiny HunyuanVideo VAE (ComfyUI's conv3d AutoencoderKL given the tiny file's sizes,
-    as scripts/record_comfyui_hunyuan_video_vae.py does) for each guidance type; start frames are seeded draws."""
-    sd = comfy.utils.load_torch_file(f"{models}/{VAE}")
+def tiny_vae_sizes(sd: dict) -> None:
+    """ComfyUI's conv3d AutoencoderKL at the tiny VAE file's widths and blocks."""
     ch = int(sd["encoder.conv_in.conv.weight"].shape[0])
     levels = len({k.split(".")[2] for k in sd if k.startswith("encoder.down.")})
     sizes = {
@@ -261,6 +259,13 @@ def record_node(models: str) -> dict:
     }
     kl = comfy.sd.AutoencoderKL
     comfy.sd.AutoencoderKL = lambda ddconfig, **kw: kl(ddconfig={**ddconfig, **sizes}, **kw)
+
+
+def record_node(models: str) -> dict:
+    """HunyuanImageToVideo on the tiny HunyuanVideo VAE (ComfyUI's conv3d AutoencoderKL given the tiny file's sizes,
+    as scripts/record_comfyui_hunyuan_video_vae.py does) for each guidance type; start frames are seeded draws."""
+    sd = comfy.utils.load_torch_file(f"{models}/{VAE}")
+    tiny_vae_sizes(sd)
     vae = comfy.sd.VAE(sd=sd)
     cond = [[torch.ones(1, 3, 4), {"pooled_output": torch.zeros(1, 4)}]]
     out = {}

@@ -1,0 +1,43 @@
+"""Write workflows_json/hunyuan_video_t2v.ui.json / .json: the web UI's HunyuanVideo 1.0 text-to-video template
+(hunyuan_video_text_to_video) with its own graph (SamplerCustomAdvanced: euler, simple, ModelSamplingSD3 at shift 7,
+FluxGuidance 6, VAEDecodeTiled, CreateVideo / SaveVideo) on the tiny files (hunyuan-video-tiny's text-to-video DiT,
+llava_llama3_tiny and the tiny long CLIP-L, hunyuan-video-vae-tiny), 64x48 and 33 frames in place of 848x480 and 73,
+3 steps in place of 20 and a fixed seed 42. The API format is our UI converter's output.
+
+    python scripts/hunyuan_video_workflow.py <workspace with demo-models>
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+WORKFLOWS = {"hunyuan_video_t2v": "hunyuan_video_text_to_video"}  # our name -> the template
+SUBSTITUTE = {
+    "DualCLIPLoader": [(0, "hidream_tiny_clip_l.safetensors"), (1, "llava_llama3_tiny.safetensors")],
+    "UNETLoader": [(0, "hunyuan_video_t2v_tiny.safetensors")],
+    "VAELoader": [(0, "hunyuan_video_vae_tiny.safetensors")],
+    "EmptyHunyuanLatentVideo": [(0, 64), (1, 48), (2, 33)],
+    "BasicScheduler": [(1, 3)],
+    "RandomNoise": [(0, 42), (1, "fixed")],
+}
+
+
+def tiny_template(template: str) -> dict:
+    from scripts.workflow_files import tiny_template_ui
+
+    return tiny_template_ui(template, SUBSTITUTE)
+
+
+def main() -> None:
+    from scripts.workflow_files import workspace_registry, write_workflow
+
+    registry = workspace_registry(sys.argv[1])
+    for name, template in WORKFLOWS.items():
+        write_workflow(name, tiny_template(template), registry)
+
+
+if __name__ == "__main__":
+    main()
