@@ -25,6 +25,40 @@ SUBSTITUTE = {
 }
 
 
+I2V_DIT = {"v1 (concat)": "hunyuan_video_i2v_tiny.safetensors", "v2 (replace)": "hunyuan_video_t2v_tiny.safetensors"}
+
+
+def image_to_video_prompt(t2v: dict, guidance_type: str) -> dict:
+    """The shipped text-to-video prompt made image-to-video as ComfyUI's HunyuanVideo examples wire it: example.png
+    through HunyuanImageToVideo (64x48, 33 frames) between FluxGuidance and the guider / sampler, the DiT its
+    guidance type wants (v1 concat: the 33-channel file; v2 replace: the 16-channel one). The text stays the plain
+    CLIPTextEncode (TextEncodeHunyuanVideo_ImageToVideo is not offered)."""
+    prompt = {k: {**v, "inputs": dict(v["inputs"])} for k, v in t2v.items()}
+    (unet,) = [k for k, v in prompt.items() if v["class_type"] == "UNETLoader"]
+    (guidance,) = [k for k, v in prompt.items() if v["class_type"] == "FluxGuidance"]
+    (guider,) = [k for k, v in prompt.items() if v["class_type"] == "BasicGuider"]
+    (sampler,) = [k for k, v in prompt.items() if v["class_type"] == "SamplerCustomAdvanced"]
+    (vae,) = [k for k, v in prompt.items() if v["class_type"] == "VAELoader"]
+    prompt[unet]["inputs"]["unet_name"] = I2V_DIT[guidance_type]
+    prompt["901"] = {"class_type": "LoadImage", "inputs": {"image": "example.png"}}
+    prompt["902"] = {
+        "class_type": "HunyuanImageToVideo",
+        "inputs": {
+            "positive": [guidance, 0],
+            "vae": [vae, 0],
+            "width": 64,
+            "height": 48,
+            "length": 33,
+            "batch_size": 1,
+            "guidance_type": guidance_type,
+            "start_image": ["901", 0],
+        },
+    }
+    prompt[guider]["inputs"]["conditioning"] = ["902", 0]
+    prompt[sampler]["inputs"]["latent_image"] = ["902", 1]
+    return prompt
+
+
 def tiny_template(template: str) -> dict:
     from scripts.workflow_files import tiny_template_ui
 

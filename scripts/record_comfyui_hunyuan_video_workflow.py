@@ -9,8 +9,8 @@ Run inside ComfyUI's own environment (nothing of ComfyUI is copied here), after 
         <venv>/bin/python /work/main/scripts/record_comfyui_hunyuan_video_workflow.py \\
         /work/main/tests/models/fixtures/comfyui_hunyuan_video_workflow.json <workspace>
 
-With a third argument (that script's fixture written by another ComfyUI, e.g. 0.3.64's), that record is kept
-beside under "earlier". The workflow runs node by node with ComfyUI's own classes (CreateVideo / SaveVideo left out: VAEDecodeTiled's frames
+With a third argument (that script's fixture written by another ComfyUI, e.g. 0.3.64's), that record's prompts and
+sampled latents are kept beside under "earlier". The workflow runs node by node with ComfyUI's own classes (CreateVideo / SaveVideo left out: VAEDecodeTiled's frames
 are recorded). The tiny files' sizes, --fp32-text-enc and the Llama 3 tokenizer are given to ComfyUI as
 scripts/record_comfyui_hunyuan_video.py does; nothing else of ComfyUI is changed.
 """
@@ -26,7 +26,7 @@ import torch
 OUT, WORKSPACE = sys.argv[1:3]
 EARLIER = sys.argv[3] if len(sys.argv) > 3 else None  # another ComfyUI's record of the same workflow, kept beside
 # first: it sets ComfyUI's command line before any ComfyUI module is imported
-from record_comfyui_hunyuan_video import CLIP_L, LLAMA, T2V, VAE, tiny_sizes, tiny_vae_sizes  # noqa: E402
+from record_comfyui_hunyuan_video import CLIP_L, I2V, LLAMA, T2V, VAE, tiny_sizes, tiny_vae_sizes  # noqa: E402
 
 # isort: split
 
@@ -45,6 +45,8 @@ from comfyui_recording import (  # noqa: E402
 
 REPO = "/work/main"
 WORKFLOWS = ("hunyuan_video_t2v",)
+# the image-to-video prompts tests/e2e/test_hunyuan_video_workflow.py renders (scripts/hunyuan_video_workflow.py)
+IMAGE_TO_VIDEO = {"hunyuan_video_i2v_v1": "v1 (concat)", "hunyuan_video_i2v_v2": "v2 (replace)"}
 
 
 def record_workflow(prompt: dict, classes: dict) -> dict:
@@ -85,13 +87,23 @@ def main() -> None:
         "files": {rel: sha256(f"{models}/{rel}") for rel in (T2V, VAE, LLAMA, CLIP_L)},
         "workflows": {},
     }
-    for name in WORKFLOWS:
-        prompt = json.loads(open(f"{REPO}/workflows_json/{name}.json").read())
+    sys.path.insert(0, REPO)
+    from scripts.hunyuan_video_workflow import image_to_video_prompt
+
+    folder_paths.set_input_directory(f"{WORKSPACE}/input")
+    out["input_sha256"] = sha256(f"{WORKSPACE}/input/example.png")
+    out["files"][I2V] = sha256(f"{models}/{I2V}")
+    prompts = {name: json.loads(open(f"{REPO}/workflows_json/{name}.json").read()) for name in WORKFLOWS}
+    for name, kind in IMAGE_TO_VIDEO.items():
+        prompts[name] = image_to_video_prompt(prompts[WORKFLOWS[0]], kind)
+    for name, prompt in prompts.items():
         out["workflows"][name] = record_workflow(prompt, classes)
         print(name, out["workflows"][name]["latent_shape"], file=sys.stderr)
     if EARLIER is not None:
         earlier = load_json(EARLIER)
-        out["earlier"] = {"comfyui_version": earlier["comfyui_version"], "workflows": earlier["workflows"]}
+        kept = ("prompt", "latent_shape", "latent")  # its sampled latents (its frames are not compared)
+        workflows = {n: {k: w[k] for k in kept} for n, w in earlier["workflows"].items()}
+        out["earlier"] = {"comfyui_version": earlier["comfyui_version"], "workflows": workflows}
     print("wrote", write_json(OUT, out), file=sys.stderr)
 
 
