@@ -40,9 +40,7 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_video_model": VIDEO,
     "comfy_extras.nodes_camera_trajectory": VIDEO,
     "comfy_extras.nodes_context_windows": VIDEO,
-    # HunyuanDiT is not implemented; HunyuanVideo 1.0's image-to-video prompt needs llava's CLIP vision projection
-    "comfy_extras.nodes_hunyuan": "HunyuanDiT is not implemented, nor HunyuanVideo 1.0's image tokens in the prompt "
-    "(llava-llama3's CLIP vision projection)",
+    "comfy_extras.nodes_hunyuan": family("HunyuanDiT"),
     "comfy_extras.nodes_audio": AUDIO,
     "comfy_extras.nodes_ace": AUDIO,
     "comfy_extras.nodes_audio_encoder": AUDIO,

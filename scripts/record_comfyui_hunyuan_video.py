@@ -48,6 +48,13 @@ I2V = "diffusion_models/hunyuan_video_i2v_tiny.safetensors"
 LLAMA = "text_encoders/llava_llama3_tiny.safetensors"
 CLIP_L = "text_encoders/hidream_tiny_clip_l.safetensors"
 VAE = "vae/hunyuan_video_vae_tiny.safetensors"
+VISION = "clip_vision/llava_llama3_vision_tiny.safetensors"
+# TextEncodeHunyuanVideo_ImageToVideo: (prompt, image_interleave)
+I2V_TEXT_CASES = {
+    "interleave_1": ("a red fox running in the snow", 1),
+    "interleave_2": ("a fox", 2),
+    "interleave_3": ("", 3),
+}
 # HunyuanImageToVideo: (guidance_type, width, height, length, batch_size, start frames or None)
 NODE_CASES = {
     "no_image": ("v1 (concat)", 64, 48, 9, 2, None),
@@ -244,8 +251,65 @@ def main() -> None:
         denoised, _ = prediction(model, data, 0.8)  # no image: ComfyUI joins the latent and a zero mask
         out["denoised_i2v_no_image"] = b64(denoised, THIN)
     out["image_to_video"] = record_node(models)
+    out["image_to_video_text"] = record_i2v_text(models)
+    out["files"][VISION] = sha256(f"{models}/{VISION}")
     out["files"][VAE] = sha256(f"{models}/{VAE}")
     write_json(out_path, out)
+
+
+def record_i2v_text(models: str) -> dict:
+    """CLIPVisionEncode (center crop) with llava's vision file and TextEncodeHunyuanVideo_ImageToVideo. ComfyUI's
+    llava CLIP vision config and its projector's 4096 outputs are given the tiny file's sizes; the vision model is
+    held in ComfyUI's default CLIP vision dtype (float16: --fp32-text-enc is lifted while it is built), as ours."""
+    import json
+    import tempfile
+
+    import comfy.clip_model
+    import comfy.clip_vision
+
+    sd = comfy.utils.load_torch_file(f"{models}/{VISION}")
+    pre = "vision_model."
+    config = {
+        "hidden_act": "quick_gelu",
+        "hidden_size": int(sd[f"{pre}embeddings.class_embedding"].shape[0]),
+        "image_size": 56,
+        "intermediate_size": int(sd[f"{pre}encoder.layers.0.mlp.fc1.weight"].shape[0]),
+        "layer_norm_eps": 1e-5,
+        "num_attention_heads": 16,
+        "num_channels": 3,
+        "num_hidden_layers": len({k.split(".")[3] for k in sd if k.startswith(f"{pre}encoder.layers.")}),
+        "patch_size": int(sd[f"{pre}embeddings.patch_embedding.weight"].shape[-1]),
+        "projection_dim": int(sd["visual_projection.weight"].shape[0]),
+        "projector_type": "llava3",
+        "model_type": "clip_vision_model",
+    }
+    out_dim = int(sd["multi_modal_projector.linear_1.weight"].shape[0])
+    projector = comfy.clip_model.LlavaProjector.__init__
+
+    def projector_tiny(self, in_dim, _out_dim, dtype, device, operations):
+        projector(self, in_dim, out_dim, dtype, device, operations)
+
+    comfy.clip_model.LlavaProjector.__init__ = projector_tiny
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(config, f)
+    comfy.cli_args.args.fp32_text_enc = False
+    vision = comfy.clip_vision.ClipVisionModel(f.name)
+    comfy.cli_args.args.fp32_text_enc = True
+    missing, unexpected = vision.load_sd(sd)
+    assert not missing and not unexpected, (missing, unexpected)
+    image = torch.rand(1, 40, 52, 3, generator=torch.Generator().manual_seed(11))
+    output = vision.encode_image(image, crop=True)
+    clip = comfy.sd.load_clip(
+        ckpt_paths=[f"{models}/{LLAMA}", f"{models}/{CLIP_L}"], clip_type=comfy.sd.CLIPType.HUNYUAN_VIDEO
+    )
+    out = {"vision_dtype": str(vision.dtype), "mm_projected": b64(output.mm_projected), "cases": {}}
+    for name, (prompt, interleave) in I2V_TEXT_CASES.items():
+        ((cond, extra),) = nodes_hunyuan.TextEncodeHunyuanVideo_ImageToVideo().encode(clip, output, prompt, interleave)[
+            0
+        ]
+        out["cases"][name] = {"cond": b64(cond), "pooled": b64(extra["pooled_output"]), "extra_keys": sorted(extra)}
+        print("i2v text", name, tuple(cond.shape), sorted(extra), file=sys.stderr)
+    return out
 
 
 def tiny_vae_sizes(sd: dict) -> None:

@@ -99,7 +99,8 @@ class CLIPVisionEncode:
             "clip_vision_encode", clip_vision, "clip_vision", {"image": image}, {"crop": crop == "center"}
         )
         tensors = (out[k] for k in ("last_hidden_state", "image_embeds", "penultimate_hidden_states"))
-        return (ClipVisionOutput(*tensors, all_hidden_states=out.get("all_hidden_states")),)
+        mm = out.get("mm_projected")  # llava's vision file: its projected image tokens
+        return (ClipVisionOutput(*tensors, mm_projected=mm, all_hidden_states=out.get("all_hidden_states")),)
 
 
 NODE_CLASS_MAPPINGS = {"CLIPVisionLoader": CLIPVisionLoader, "CLIPVisionEncode": CLIPVisionEncode}

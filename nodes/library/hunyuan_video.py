@@ -1,4 +1,7 @@
-"""HunyuanVideo 1.0's image-to-video node (ComfyUI 0.3.64's comfy_extras.nodes_hunyuan): HunyuanImageToVideo.
+"""HunyuanVideo 1.0's image-to-video nodes (ComfyUI 0.3.64's comfy_extras.nodes_hunyuan): HunyuanImageToVideo and
+TextEncodeHunyuanVideo_ImageToVideo (the prompt in the image-to-video template with the start image's llava-projected
+CLIP vision tokens in place of its <image> token, every image_interleave-th of their states kept before the text's:
+nodes/models/hunyuan_video_text.py).
 
 It gives the empty 16-channel video latent, [B,16,1+(length-1)//4,H/8,W/8]. With a start image (its first `length`
 frames resized bilinear with a centre crop, encoded as one clip by the VAE given) it conditions `positive` by the
@@ -21,6 +24,8 @@ from nodes.conditioning_ops import set_values
 from nodes.inputs import require_component
 from nodes.ksampler import call_model_fn
 from nodes.library.wan import fit_frames, latent_frames
+from nodes.modelfns.hooks import encodings
+from nodes.models.hunyuan_video_text import I2V_TEMPLATE
 
 LATENT_CHANNELS = 16
 DOWNSCALE = 8
@@ -92,5 +97,50 @@ class HunyuanImageToVideo:
         return positive, out
 
 
-NODE_CLASS_MAPPINGS = {"HunyuanImageToVideo": HunyuanImageToVideo}
+class TextEncodeHunyuanVideo_ImageToVideo:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_hunyuan"
+    FUNCTION = "encode"
+    CATEGORY = "advanced/conditioning"
+    RETURN_TYPES = ("CONDITIONING",)
+    DESCRIPTION = "HunyuanVideo 1.0's image-to-video prompt: the text with the start image's llava image tokens."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "clip": ("CLIP", {}),
+                "clip_vision_output": ("CLIP_VISION_OUTPUT", {}),
+                "prompt": ("STRING", {"multiline": True, "dynamicPrompts": True}),
+                "image_interleave": (
+                    "INT",
+                    {
+                        "default": 2,
+                        "min": 1,
+                        "max": 512,
+                        "tooltip": "Keep every n-th of the image's token states: higher gives the text more weight.",
+                    },
+                ),
+            }
+        }
+
+    async def encode(self, clip, clip_vision_output, prompt: str, image_interleave: int):
+        projected = getattr(clip_vision_output, "mm_projected", None)
+        if projected is None:
+            raise ValueError(
+                "clip_vision_output: it has no projected image tokens (mm_projected): encode the image with "
+                "llava-llama3's vision file (llava_llama3_vision) loaded by CLIPVisionLoader"
+            )
+        require_component(clip, "text_encoder", "clip")
+        params = {"text": prompt, "images": 1, "template": I2V_TEMPLATE, "image_interleave": int(image_interleave)}
+        conditioning = []
+        for ref, extra in encodings(clip):
+            out = await call_model_fn("text_encode", ref, "clip", {"image0": projected}, params)
+            conditioning.append([out["cond"], {"pooled_output": out.get("pooled"), **extra}])
+        return (conditioning,)
+
+
+NODE_CLASS_MAPPINGS = {
+    "HunyuanImageToVideo": HunyuanImageToVideo,
+    "TextEncodeHunyuanVideo_ImageToVideo": TextEncodeHunyuanVideo_ImageToVideo,
+}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

@@ -14,7 +14,7 @@ from cluster.refs import ModelRef
 from nodes.models.clip_vision import ClipVisionEncoder
 from nodes.models.siglip_vision import SiglipVisionEncoder
 
-OUTPUTS = ("last_hidden_state", "image_embeds", "penultimate_hidden_states", "all_hidden_states")
+OUTPUTS = ("last_hidden_state", "image_embeds", "penultimate_hidden_states", "all_hidden_states", "mm_projected")
 
 
 class ClipVisionParams(Params):
@@ -45,4 +45,4 @@ class ClipVisionEncodeFn(ModelFn):
     def execute(
         self, model: ClipVisionEncoder | SiglipVisionEncoder, inputs: dict[str, Any], params: ClipVisionParams
     ) -> dict[str, torch.Tensor | None]:
-        return {"all_hidden_states": None, **model.encode(inputs["image"], params.crop)}
+        return {"all_hidden_states": None, "mm_projected": None, **model.encode(inputs["image"], params.crop)}

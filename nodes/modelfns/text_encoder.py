@@ -21,6 +21,7 @@ class TextEncodeParams(Params):
     template: str | None = None  # and its chat template
     keep_vision: bool = True  # Qwen-Image 2.1: False leaves the images' tokens out and returns their slots
     drop_word: int = 0  # PhotoMakerEncode: the word id (1-based) whose tokens are left out of the prompt
+    image_interleave: int = 0  # TextEncodeHunyuanVideo_ImageToVideo: every n-th state of the image's tokens kept
 
 
 @register
@@ -56,7 +57,8 @@ class TextEncode(ModelFn):
         out: dict[str, torch.Tensor] = {}
         if params.images or params.template:  # Qwen-Image-Edit, MiniMax H3: images read inside the prompt
             images = [self.resolve(inputs, f"image{i}") for i in range(params.images)]
-            tokens = model.tokenize(params.text, images=len(images), template=params.template)
+            interleave = {"image_interleave": params.image_interleave} if params.image_interleave else {}
+            tokens = model.tokenize(params.text, images=len(images), template=params.template, **interleave)
             if not params.keep_vision:
                 cond, slots = model.encode_with_slots(tokens, images, keep_vision=False)
                 return {"cond": cond, "image_slots": torch.tensor(slots, dtype=torch.int64)}

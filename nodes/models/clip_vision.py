@@ -107,10 +107,27 @@ def vision_config(sd: dict[str, torch.Tensor], path: str | None = None):
     )
 
 
+PROJECTOR = "multi_modal_projector."  # llava-llama3's vision file (llava_llama3_vision): its image tokens' projection
+
+
+class LlavaProjector(torch.nn.Module):
+    """llava's two-layer projection (GELU between) of the penultimate layer's patch states, the class token left out:
+    ComfyUI's mm_projected, the image tokens HunyuanVideo 1.0's image-to-video prompt reads."""
+
+    def __init__(self, width: int, out: int):
+        super().__init__()
+        self.linear_1 = torch.nn.Linear(width, out)
+        self.linear_2 = torch.nn.Linear(out, out)
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return self.linear_2(torch.nn.functional.gelu(self.linear_1(states[:, 1:])))
+
+
 @dataclass
 class ClipVisionEncoder:
     module: torch.nn.Module  # transformers' CLIPVisionModelWithProjection
     image_size: int
+    projector: LlavaProjector | None = None
 
     def encode(self, image: torch.Tensor, crop: bool) -> dict[str, torch.Tensor]:
         """ComfyUI's CLIP_VISION_OUTPUT tensors: last_hidden_state (before the post layer norm),
@@ -118,11 +135,14 @@ class ClipVisionEncoder:
         device = next(self.module.parameters()).device
         pixels = preprocess(image.to(device), self.image_size, crop).float()
         out = self.module(pixel_values=pixels, output_hidden_states=True)
-        return {
+        result = {
             "last_hidden_state": out.last_hidden_state,
             "image_embeds": out.image_embeds,
             "penultimate_hidden_states": out.hidden_states[-2],
         }
+        if self.projector is not None:
+            result["mm_projected"] = self.projector(out.hidden_states[-2])
+        return result
 
 
 def load_clip_vision(sd: dict[str, torch.Tensor], path: str | None = None) -> ClipVisionEncoder:
@@ -139,7 +159,12 @@ def load_clip_vision(sd: dict[str, torch.Tensor], path: str | None = None) -> Cl
         if k.startswith("vision_model.") and not k.endswith("position_ids") or k == "visual_projection.weight"
     }
     module = build_module(lambda: CLIPVisionModelWithProjection(cfg), keep, path, "CLIP vision model")
-    return ClipVisionEncoder(module, cfg.image_size)
+    projector = None
+    if PROJECTOR + "linear_1.weight" in sd:  # rounded to float16 as the tower is (ComfyUI's CLIP vision dtype)
+        weights = {k[len(PROJECTOR) :]: v.to(torch.float16) for k, v in sd.items() if k.startswith(PROJECTOR)}
+        out, width = weights["linear_1.weight"].shape
+        projector = build_module(lambda: LlavaProjector(width, out), weights, path, "llava projector")
+    return ClipVisionEncoder(module, cfg.image_size, projector)
 
 
 def is_clip_vision(keys) -> bool:

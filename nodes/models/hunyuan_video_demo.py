@@ -9,6 +9,9 @@ bfloat16 as published, `vector_in` reading the tiny CLIP-L's 32-wide pooled vect
 gives the file's width) and the refiner the tiny Llama's 16-wide states;
 - text_encoders/llava_llama3_tiny.safetensors: a 4-block, 16-wide Llama under llava-llama3's language-model names
   (`model.`), its vocabulary llava-llama3's 128320 rows (Llama 3's, then <image> 128257 and <pad> 128258), float32.
+- clip_vision/llava_llama3_vision_tiny.safetensors: llava-llama3's vision file's layout (a CLIP ViT tower in
+  transformers' names with its projection, and `multi_modal_projector.linear_1/2` to the Llama's width): two layers,
+  32 wide, 56-pixel input in 14-pixel patches (16 image tokens), the projector to the tiny Llama's 16, float32.
 CLIP-L is the tiny long CLIP-L with OpenAI's vocabulary that HiDream's demo writes (hidream_tiny_clip_l).
 Same seed -> byte-identical files (no metadata)."""
 
@@ -27,6 +30,7 @@ SEED = 39
 T2V_FILE = "diffusion_models/hunyuan_video_t2v_tiny.safetensors"
 I2V_FILE = "diffusion_models/hunyuan_video_i2v_tiny.safetensors"
 LLAMA_FILE = "text_encoders/llava_llama3_tiny.safetensors"
+VISION_FILE = "clip_vision/llava_llama3_vision_tiny.safetensors"
 CLIP_L_FILE = "text_encoders/hidream_tiny_clip_l.safetensors"
 LLAMA_VOCAB, LLAMA_WIDTH, LLAMA_LAYERS, LLAMA_KV = 128320, 16, 4, 8
 CLIP_WIDTH = 32
@@ -82,12 +86,35 @@ def tiny_llama(seed: int = SEED) -> dict[str, torch.Tensor]:
     return sd
 
 
+def tiny_llava_vision(seed: int = SEED + 4) -> dict[str, torch.Tensor]:
+    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+
+    torch.manual_seed(seed)
+    cfg = CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=16,
+        image_size=56,
+        patch_size=14,
+        projection_dim=32,
+        hidden_act="quick_gelu",
+    )
+    sd = {k: v for k, v in CLIPVisionModelWithProjection(cfg).state_dict().items() if not k.endswith("position_ids")}
+    gen = torch.Generator().manual_seed(seed + 1)
+    for name, shape in (("linear_1", (LLAMA_WIDTH, 32)), ("linear_2", (LLAMA_WIDTH, LLAMA_WIDTH))):
+        sd[f"multi_modal_projector.{name}.weight"] = torch.randn(*shape, generator=gen) * shape[1] ** -0.5
+        sd[f"multi_modal_projector.{name}.bias"] = torch.randn(shape[0], generator=gen) * 0.1
+    return {k: v.contiguous() for k, v in sd.items()}
+
+
 def build_demo_hunyuan_video(models_dir: Path) -> list[Path]:
     out = []
     for rel, make in (
         (T2V_FILE, lambda: tiny_dit(16, True, SEED)),
         (I2V_FILE, lambda: tiny_dit(33, False, SEED + 2)),
         (LLAMA_FILE, tiny_llama),
+        (VISION_FILE, tiny_llava_vision),
     ):
         path = Path(models_dir) / rel
         path.parent.mkdir(parents=True, exist_ok=True)

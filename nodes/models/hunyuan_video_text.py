@@ -34,7 +34,16 @@ BEGIN, PAD, IMAGE = 128000, 128258, 128257  # <|begin_of_text|>, llava-llama3's 
 HEADER_START, HEADER_END, EOT, USER, DOUBLE_NEWLINE = 128006, 128007, 128009, 882, 271
 LLAMA_RULES = ChunkRules(start=BEGIN, end=None, pad=PAD, max_length=99_999_999, pad_to_max_length=False, min_length=1)
 DEFAULT_LAYER = -3  # ComfyUI's LLAMAModel: layer "hidden", layer_idx -3
-LLAMA, CLIP = "llama", "l"
+LLAMA, CLIP, INTERLEAVE = "llama", "l", "image_interleave"
+# HunyuanVideo's image-to-video template (TextEncodeHunyuanVideo_ImageToVideo's; the published pipeline's text).
+I2V_TEMPLATE = (
+    "<|start_header_id|>system<|end_header_id|>\n\n<image>\nDescribe the video by detailing the following aspects "
+    "according to the reference image: 1. The main content and theme of the video.2. The color, shape, size, texture, "
+    "quantity, text, and spatial relationships of the objects.3. Actions, events, behaviors temporal relationships, "
+    "physical movement changes of the objects.4. background environment, light, style and atmosphere.5. camera "
+    "angles, movements, and transitions used in the video:<|eot_id|>\n\n<|start_header_id|>user<|end_header_id|>"
+    "\n\n{}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+)
 # HunyuanVideo's prompt template for text-to-video (the published pipeline's text).
 VIDEO_TEMPLATE = (
     "<|start_header_id|>system<|end_header_id|>\n\nDescribe the video by detailing the following aspects: "
@@ -86,17 +95,24 @@ class HunyuanVideoTextEncoder(TextEncoder):
     clip_rules: ChunkRules | None = field(default=None)
     template: str = VIDEO_TEMPLATE
 
-    def tokenize(self, text: str, images: int = 0, template: str | None = None) -> dict[str, TokenWeights]:
-        if images:
-            raise ValueError("clip: image tokens need TextEncodeHunyuanVideo_ImageToVideo, not supported yet")
+    def tokenize(
+        self, text: str, images: int = 0, template: str | None = None, image_interleave: int = 1
+    ) -> dict[str, TokenWeights]:
         chat = (template or self.template).format(text)
-        return {
+        out = {
             CLIP: tokenize_weighted(text, self.clip_tokenizer, self.clip_rules),
             LLAMA: tokenize_weighted(chat, self.llama_encode, LLAMA_RULES),
         }
+        if images:  # TextEncodeHunyuanVideo_ImageToVideo: every image-th state of the image's tokens kept
+            out[INTERLEAVE] = [[(int(image_interleave), 1.0)]]
+        return out
 
     @torch.no_grad()
-    def encode(self, tokens: dict[str, TokenWeights]) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode(
+        self, tokens: dict[str, TokenWeights], images: Sequence[torch.Tensor] = ()
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if images:
+            return self._encode_with_image(tokens, images)
         llama = self.modules[LLAMA]
         layer = DEFAULT_LAYER if self.layer is None else self.layer
         if layer >= 0 or -layer > llama.config.num_hidden_layers:
@@ -129,6 +145,65 @@ class HunyuanVideoTextEncoder(TextEncoder):
         clip_windows = tokens.get(CLIP) or tokenize_weighted("", self.clip_tokenizer, self.clip_rules)
         _, pooled = encode_weighted(clip_windows, self.clip_rules, run_clip)
         return cond, pooled
+
+    def _clip_pooled(self, tokens: dict[str, TokenWeights]) -> torch.Tensor:
+        clip = self.modules["clip_l"]
+
+        def run_clip(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            out = clip(input_ids=ids.to(clip.device))
+            return out.last_hidden_state.float(), out.pooler_output.float()
+
+        clip_windows = tokens.get(CLIP) or tokenize_weighted("", self.clip_tokenizer, self.clip_rules)
+        return encode_weighted(clip_windows, self.clip_rules, run_clip)[1]
+
+    def _encode_with_image(
+        self, tokens: dict[str, TokenWeights], images: Sequence[torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """ComfyUI's image-to-video prompt: the k-th <image> token (k < the projected images' batch) replaced by that
+        image's projected tokens in the Llama's input; the states cut from after the user header as without an image
+        (the positions moved by the inserted rows), the image's states (every image_interleave-th) put first."""
+        if len(images) != 1:
+            raise ValueError(
+                f"clip: TextEncodeHunyuanVideo_ImageToVideo reads one CLIP vision output, got {len(images)}"
+            )
+        embeds = images[0]
+        if embeds is None:
+            raise ValueError(
+                "clip_vision_output: it has no projected image tokens (mm_projected): load llava-llama3's vision "
+                "file (llava_llama3_vision) with CLIPVisionLoader"
+            )
+        windows = tokens.get(LLAMA) or []
+        if len(windows) != 1 or any(w != 1.0 for _, w in windows[0]):
+            raise ValueError("clip: token weights are not read in an image-to-video prompt (ComfyUI fails on them)")
+        (interleave,) = (t for t, _ in tokens[INTERLEAVE][0])
+        ids = [t for t, _ in windows[0]]
+        llama = self.modules[LLAMA]
+        device = llama.embed_tokens.weight.device
+        width = llama.config.hidden_size
+        if embeds.shape[-1] != width:
+            raise ValueError(f"clip_vision_output: its image tokens are {embeds.shape[-1]} wide, the Llama {width}")
+        table = llama.embed_tokens(torch.tensor([ids], device=device))[0].float()
+        start, end = template_span(ids)
+        rows, spans, used, shift = [], [], 0, 0
+        for i, t in enumerate(ids):
+            if t == IMAGE and used < embeds.shape[0]:
+                if i >= start:
+                    raise ValueError("clip: an <image> token in the user's turn is not read (only the template's)")
+                image = embeds[used].to(device, torch.float32).reshape(-1, width)
+                spans.append((i + shift, i + shift + image.shape[0]))
+                rows.append(image)
+                shift += image.shape[0] - 1
+                used += 1
+            else:
+                rows.append(table[i : i + 1])
+        states = llama(inputs_embeds=torch.cat(rows)[None], output_hidden_states=True, use_cache=False)
+        layer = DEFAULT_LAYER if self.layer is None else self.layer
+        if layer >= -1:
+            raise ValueError(f"clip: layer {layer} is not offered for HunyuanVideo")
+        hidden = states.hidden_states[layer].float()
+        kept = [hidden[:, a:b:interleave] for a, b in spans]
+        cond = torch.cat([*kept, hidden[:, start + shift : end + shift]], dim=1)
+        return cond, self._clip_pooled(tokens)
 
 
 def load_text_encoder(

@@ -5,6 +5,7 @@ and one model step's prediction for the text-to-video and the "v1 (concat)" imag
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import torch
 from tests.recorded_tensors import at_recorded, load_json, tensor
 
 FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_hunyuan_video.json.xz")
-T2V, I2V, LLAMA, CLIP_L, _VAE = FIXTURE["files"]
+T2V, I2V, LLAMA, CLIP_L = list(FIXTURE["files"])[:4]
 ATOL = 1e-5
 
 
@@ -177,3 +178,56 @@ def test_one_step_predictions_equal_comfyuis(models):
     close(denoised(i2v, data, 0.8, {}), FIXTURE["denoised_i2v_no_image"])
     with pytest.raises(ValueError, match="pooled"):
         i2v.apply(data["x"], torch.tensor([500.0]), {"context": data["context"]})
+
+
+@pytest.fixture(scope="module")
+def vision_output(demo_workspace):
+    from nodes.library.clip_vision import CLIPVisionEncode, CLIPVisionLoader
+
+    torch.set_num_threads(1)
+    (ref,) = CLIPVisionLoader().load_clip("llava_llama3_vision_tiny.safetensors")
+    image = torch.rand(1, 40, 52, 3, generator=torch.Generator().manual_seed(11))
+    (output,) = asyncio.run(CLIPVisionEncode().encode(ref, image, "center"))
+    return output
+
+
+def test_llava_vision_projection_equals_comfyuis(demo_workspace, vision_output):
+    """CLIPVisionEncode with llava-llama3's vision file: mm_projected, the projector on the penultimate layer's patch
+    states (the class token left out), the weights in float16 as ComfyUI holds a CLIP vision model."""
+    rel = "clip_vision/llava_llama3_vision_tiny.safetensors"
+    assert hashlib.sha256((demo_workspace.models_dir / rel).read_bytes()).hexdigest() == FIXTURE["files"][rel]
+    recorded = FIXTURE["image_to_video_text"]
+    assert recorded["vision_dtype"] == "torch.float16"
+    torch.testing.assert_close(vision_output.mm_projected, tensor(recorded["mm_projected"]), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("case", sorted(FIXTURE["image_to_video_text"]["cases"]))
+def test_image_to_video_prompt_equals_comfyuis(demo_workspace, vision_output, case):
+    """TextEncodeHunyuanVideo_ImageToVideo: the image-to-video template with the image's projected tokens in place of
+    <image>, every image_interleave-th of their states first, then the user's turn (the recorder's I2V_TEXT_CASES)."""
+    from nodes.library.hunyuan_video import TextEncodeHunyuanVideo_ImageToVideo
+    from nodes.loaders import DualCLIPLoader
+
+    torch.set_num_threads(1)
+    prompt, interleave = {"interleave_1": ("a red fox running in the snow", 1), "interleave_2": ("a fox", 2)}.get(
+        case, ("", 3)
+    )
+    (clip,) = DualCLIPLoader().load_clip(Path(LLAMA).name, Path(CLIP_L).name, "hunyuan_video")
+    ((cond, opts),) = asyncio.run(
+        TextEncodeHunyuanVideo_ImageToVideo().encode(clip, vision_output, prompt, interleave)
+    )[0]
+    want = FIXTURE["image_to_video_text"]["cases"][case]
+    assert want["extra_keys"] == ["pooled_output"]
+    torch.testing.assert_close(cond, tensor(want["cond"]), atol=ATOL, rtol=0)
+    torch.testing.assert_close(opts["pooled_output"], tensor(want["pooled"]), atol=ATOL, rtol=0)
+
+
+def test_image_to_video_prompt_needs_llava_tokens(demo_workspace):
+    from nodes.library.clip_vision import ClipVisionOutput
+    from nodes.library.hunyuan_video import TextEncodeHunyuanVideo_ImageToVideo
+    from nodes.loaders import DualCLIPLoader
+
+    (clip,) = DualCLIPLoader().load_clip(Path(LLAMA).name, Path(CLIP_L).name, "hunyuan_video")
+    plain = ClipVisionOutput(torch.zeros(1, 5, 32), torch.zeros(1, 32), torch.zeros(1, 5, 32))
+    with pytest.raises(ValueError, match="mm_projected"):
+        asyncio.run(TextEncodeHunyuanVideo_ImageToVideo().encode(clip, plain, "a fox", 2))
