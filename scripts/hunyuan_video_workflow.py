@@ -31,8 +31,9 @@ I2V_DIT = {"v1 (concat)": "hunyuan_video_i2v_tiny.safetensors", "v2 (replace)": 
 def image_to_video_prompt(t2v: dict, guidance_type: str) -> dict:
     """The shipped text-to-video prompt made image-to-video as ComfyUI's HunyuanVideo examples wire it: example.png
     through HunyuanImageToVideo (64x48, 33 frames) between FluxGuidance and the guider / sampler, the DiT its
-    guidance type wants (v1 concat: the 33-channel file; v2 replace: the 16-channel one). The text stays the plain
-    CLIPTextEncode (TextEncodeHunyuanVideo_ImageToVideo is not offered)."""
+    guidance type wants (v1 concat: the 33-channel file; v2 replace: the 16-channel one), and the prompt read by
+    TextEncodeHunyuanVideo_ImageToVideo with example.png's llava tokens (llava_llama3_vision_tiny, center crop,
+    image_interleave 2)."""
     prompt = {k: {**v, "inputs": dict(v["inputs"])} for k, v in t2v.items()}
     (unet,) = [k for k, v in prompt.items() if v["class_type"] == "UNETLoader"]
     (guidance,) = [k for k, v in prompt.items() if v["class_type"] == "FluxGuidance"]
@@ -52,6 +53,21 @@ def image_to_video_prompt(t2v: dict, guidance_type: str) -> dict:
             "batch_size": 1,
             "guidance_type": guidance_type,
             "start_image": ["901", 0],
+        },
+    }
+    (text,) = [k for k, v in prompt.items() if v["class_type"] == "CLIPTextEncode"]
+    prompt["903"] = {"class_type": "CLIPVisionLoader", "inputs": {"clip_name": "llava_llama3_vision_tiny.safetensors"}}
+    prompt["904"] = {
+        "class_type": "CLIPVisionEncode",
+        "inputs": {"clip_vision": ["903", 0], "image": ["901", 0], "crop": "center"},
+    }
+    prompt[text] = {
+        "class_type": "TextEncodeHunyuanVideo_ImageToVideo",
+        "inputs": {
+            "clip": prompt[text]["inputs"]["clip"],
+            "clip_vision_output": ["904", 0],
+            "prompt": prompt[text]["inputs"]["text"],
+            "image_interleave": 2,
         },
     }
     prompt[guider]["inputs"]["conditioning"] = ["902", 0]

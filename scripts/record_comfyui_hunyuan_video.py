@@ -34,6 +34,7 @@ comfyui_on_cpu(flags=("--fp32-text-enc",))
 import comfy.cli_args  # noqa: E402
 
 comfy.cli_args.args.fp32_text_enc = True
+import comfy.clip_vision  # noqa: E402
 import comfy.model_detection  # noqa: E402
 import comfy.sd  # noqa: E402
 import comfy.text_encoders.hunyuan_video  # noqa: E402
@@ -257,17 +258,15 @@ def main() -> None:
     write_json(out_path, out)
 
 
-def record_i2v_text(models: str) -> dict:
-    """CLIPVisionEncode (center crop) with llava's vision file and TextEncodeHunyuanVideo_ImageToVideo. ComfyUI's
-    llava CLIP vision config and its projector's 4096 outputs are given the tiny file's sizes; the vision model is
-    held in ComfyUI's default CLIP vision dtype (float16: --fp32-text-enc is lifted while it is built), as ours."""
+def tiny_llava_vision(sd: dict) -> None:
+    """ComfyUI's llava CLIP vision config and its projector's 4096 outputs at the tiny file's sizes: ClipVisionModel
+    builds from that config whatever config file it is given, in ComfyUI's default CLIP vision dtype (float16:
+    --fp32-text-enc, which this script sets for the text encoders, is lifted while it is built)."""
     import json
     import tempfile
 
     import comfy.clip_model
-    import comfy.clip_vision
 
-    sd = comfy.utils.load_torch_file(f"{models}/{VISION}")
     pre = "vision_model."
     config = {
         "hidden_act": "quick_gelu",
@@ -292,9 +291,35 @@ def record_i2v_text(models: str) -> dict:
     comfy.clip_model.LlavaProjector.__init__ = projector_tiny
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(config, f)
-    comfy.cli_args.args.fp32_text_enc = False
-    vision = comfy.clip_vision.ClipVisionModel(f.name)
-    comfy.cli_args.args.fp32_text_enc = True
+    init = comfy.clip_vision.ClipVisionModel.__init__
+
+    def init_tiny(self, _json_config):
+        comfy.cli_args.args.fp32_text_enc = False
+        try:
+            init(self, f.name)
+        finally:
+            comfy.cli_args.args.fp32_text_enc = True
+
+    comfy.clip_vision.ClipVisionModel.__init__ = init_tiny
+    load = comfy.clip_vision.load_clipvision_from_sd
+
+    def load_tiny(state_dict, prefix="", convert_keys=False):  # ComfyUI tells llava's file by 23+ layers
+        if "multi_modal_projector.linear_1.bias" not in state_dict:
+            return load(state_dict, prefix, convert_keys)
+        model = comfy.clip_vision.ClipVisionModel("llava")
+        missing, unexpected = model.load_sd(state_dict)
+        assert not missing and not unexpected, (missing, unexpected)
+        return model
+
+    comfy.clip_vision.load_clipvision_from_sd = load_tiny
+
+
+def record_i2v_text(models: str) -> dict:
+    """CLIPVisionEncode (center crop) with llava's vision file (tiny_llava_vision's sizes, held in float16 as ours)
+    and TextEncodeHunyuanVideo_ImageToVideo."""
+    sd = comfy.utils.load_torch_file(f"{models}/{VISION}")
+    tiny_llava_vision(sd)
+    vision = comfy.clip_vision.ClipVisionModel("llava")
     missing, unexpected = vision.load_sd(sd)
     assert not missing and not unexpected, (missing, unexpected)
     image = torch.rand(1, 40, 52, 3, generator=torch.Generator().manual_seed(11))

@@ -26,7 +26,17 @@ import torch
 OUT, WORKSPACE = sys.argv[1:3]
 EARLIER = sys.argv[3] if len(sys.argv) > 3 else None  # another ComfyUI's record of the same workflow, kept beside
 # first: it sets ComfyUI's command line before any ComfyUI module is imported
-from record_comfyui_hunyuan_video import CLIP_L, I2V, LLAMA, T2V, VAE, tiny_sizes, tiny_vae_sizes  # noqa: E402
+from record_comfyui_hunyuan_video import (  # noqa: E402
+    CLIP_L,
+    I2V,
+    LLAMA,
+    T2V,
+    VAE,
+    VISION,
+    tiny_llava_vision,
+    tiny_sizes,
+    tiny_vae_sizes,
+)
 
 # isort: split
 
@@ -78,7 +88,8 @@ def main() -> None:
     load = comfy.utils.load_torch_file
     tiny_sizes(load(f"{models}/{LLAMA}"), load(f"{models}/{CLIP_L}"), load(f"{models}/{T2V}"))
     tiny_vae_sizes(load(f"{models}/{VAE}"))
-    for folder in ("diffusion_models", "vae", "text_encoders"):
+    tiny_llava_vision(load(f"{models}/{VISION}"))
+    for folder in ("diffusion_models", "vae", "text_encoders", "clip_vision"):
         folder_paths.add_model_folder_path(folder, f"{models}/{folder}", is_default=True)
     names = ("nodes_custom_sampler", "nodes_model_advanced", "nodes_flux", "nodes_hunyuan")
     classes = node_classes(*(importlib.import_module(f"comfy_extras.{n}") for n in names))
@@ -93,6 +104,7 @@ def main() -> None:
     folder_paths.set_input_directory(f"{WORKSPACE}/input")
     out["input_sha256"] = sha256(f"{WORKSPACE}/input/example.png")
     out["files"][I2V] = sha256(f"{models}/{I2V}")
+    out["files"][VISION] = sha256(f"{models}/{VISION}")
     prompts = {name: json.loads(open(f"{REPO}/workflows_json/{name}.json").read()) for name in WORKFLOWS}
     for name, kind in IMAGE_TO_VIDEO.items():
         prompts[name] = image_to_video_prompt(prompts[WORKFLOWS[0]], kind)

@@ -239,12 +239,13 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^kandinsky5lite_(t2v|i2v)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
     (r"^kandinsky5lite_(t2v|i2v)", r"^clip_l\.", "hidream_tiny_clip_l.safetensors"),
     # HunyuanVideo 1.0 (nodes/models/hunyuan_video_demo.py): the text-to-video DiT (and the v2 replace image-to-video
-    # file, read the same way), the v1 concat image-to-video DiT, llava-llama3 and the tiny long CLIP-L with OpenAI's
-    # vocabulary; its VAE is the rule above
+    # file, read the same way), the v1 concat image-to-video DiT, llava-llama3, its vision file and the tiny long
+    # CLIP-L with OpenAI's vocabulary; its VAE is the rule above
     (None, r"^hunyuan_video_(t2v|v2_replace_image_to_video)", "hunyuan_video_t2v_tiny.safetensors"),
     (None, r"^hunyuan_video_image_to_video", "hunyuan_video_i2v_tiny.safetensors"),
     (r"^hunyuan_video_(t2v|v2_replace|image_to_video)", r"^llava_llama3", "llava_llama3_tiny.safetensors"),
     (r"^hunyuan_video_(t2v|v2_replace|image_to_video)", r"^clip_l\.", "hidream_tiny_clip_l.safetensors"),
+    (None, r"^llava_llama3_vision", "llava_llama3_vision_tiny.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
     # and Flux's VAE (nodes/models/hidream_demo.py)
     (None, r"^hidream_(i1|e1)", "hidream_i1_tiny.safetensors"),

@@ -8,9 +8,10 @@ where 0.10.0's (and ours, nodes/models/hunyuan_video_vae.py) decodes two latent 
 frames differ from both by up to 38/255.
 
 The image-to-video prompts (scripts/hunyuan_video_workflow.py's image_to_video_prompt: example.png through
-HunyuanImageToVideo into the same graph, v1 concat on the 33-channel DiT, v2 replace on the 16-channel one with its
-noise mask) are rendered and compared the same way; they are not shipped as workflows (the templates package has
-no HunyuanVideo 1.0 image-to-video template, and TextEncodeHunyuanVideo_ImageToVideo is not offered).
+CLIPVisionEncode with llava's vision file into TextEncodeHunyuanVideo_ImageToVideo, and through HunyuanImageToVideo
+into the same graph, v1 concat on the 33-channel DiT, v2 replace on the 16-channel one with its noise mask) are
+rendered and compared the same way; they are not shipped as workflows (the templates package has no HunyuanVideo
+1.0 image-to-video template).
 
 The MP4 is lossy, so the frames are compared as PNGs: a SaveImage beside SaveVideo takes VAEDecodeTiled's frames."""
 
