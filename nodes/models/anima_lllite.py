@@ -43,7 +43,7 @@ def _group_norm(channels: int) -> nn.GroupNorm:
     return nn.GroupNorm(groups, channels)
 
 
-class ResBlock(nn.Module):
+class LLLiteResBlock(nn.Module):
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.norm1 = _group_norm(channels)
@@ -91,7 +91,7 @@ class ControlEncoder(nn.Module):
         self.norm2 = _group_norm(half)
         self.conv3 = nn.Conv2d(half, width, 4, stride=4)
         self.norm3 = _group_norm(width)
-        self.resblocks = nn.ModuleList(ResBlock(width) for _ in range(resblocks))
+        self.resblocks = nn.ModuleList(LLLiteResBlock(width) for _ in range(resblocks))
         self.aspp = Aspp(width, dilations) if dilations else None
         self.proj = nn.Conv2d(width, emb, 1)
         self.out_norm = nn.LayerNorm(emb)

@@ -152,7 +152,7 @@ def modulate(x: torch.Tensor, mult: torch.Tensor, add: torch.Tensor | None, dims
     return x
 
 
-class RMSNorm(nn.Module):
+class HunyuanRMSNorm(nn.Module):
     def __init__(self, dim: int):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
@@ -181,7 +181,7 @@ class MLP(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
-class Embedder(nn.Module):
+class HunyuanEmbedder(nn.Module):
     """`mlp.0` / `mlp.2` (time_in, guidance_in, the refiner's t_embedder) or in_layer / out_layer (vector_in)."""
 
     def __init__(self, i: int, o: int):
@@ -238,7 +238,7 @@ class TokenRefiner(nn.Module):
     def __init__(self, text_dim: int, dim: int, heads: int):
         super().__init__()
         self.input_embedder = nn.Linear(text_dim, dim)
-        self.t_embedder = Embedder(256, dim)
+        self.t_embedder = HunyuanEmbedder(256, dim)
         self.c_embedder = CEmbedder(text_dim, dim)
         self.individual_token_refiner = IndividualRefiner(dim, heads)
 
@@ -263,8 +263,8 @@ class DoubleBlock(nn.Module):
         for side in ("img", "txt"):
             setattr(self, f"{side}_mod", Linear2(dim, 6 * dim))
             setattr(self, f"{side}_attn_qkv", nn.Linear(dim, 3 * dim))
-            setattr(self, f"{side}_attn_q_norm", RMSNorm(dim // heads))
-            setattr(self, f"{side}_attn_k_norm", RMSNorm(dim // heads))
+            setattr(self, f"{side}_attn_q_norm", HunyuanRMSNorm(dim // heads))
+            setattr(self, f"{side}_attn_k_norm", HunyuanRMSNorm(dim // heads))
             setattr(self, f"{side}_attn_proj", nn.Linear(dim, dim))
             setattr(self, f"{side}_mlp", MLP(dim, mlp, nn.GELU(approximate="tanh")))
 
@@ -297,7 +297,7 @@ class SingleBlock(nn.Module):
         self.heads, self.dim, self.mlp_dim = heads, dim, int(dim * MLP_RATIO)
         self.linear1 = nn.Linear(dim, 3 * dim + self.mlp_dim)
         self.linear2 = nn.Linear(dim + self.mlp_dim, dim)
-        self.q_norm, self.k_norm = RMSNorm(dim // heads), RMSNorm(dim // heads)
+        self.q_norm, self.k_norm = HunyuanRMSNorm(dim // heads), HunyuanRMSNorm(dim // heads)
         self.modulation = Linear2(dim, 3 * dim)
 
     def forward(self, x, vec, pe, mask, dims):
@@ -311,7 +311,7 @@ class SingleBlock(nn.Module):
         return x + modulate(out, gate, None, dims)
 
 
-class FinalLayer(nn.Module):
+class HunyuanFinalLayer(nn.Module):
     def __init__(self, dim: int, out: int):
         super().__init__()
         self.linear = nn.Linear(dim, out)
@@ -322,7 +322,7 @@ class FinalLayer(nn.Module):
         return self.linear(modulate(F.layer_norm(x, (x.shape[-1],), eps=1e-6), 1 + scale, shift, dims))
 
 
-class PatchEmbed(nn.Module):
+class HunyuanPatchEmbed(nn.Module):
     def __init__(self, c: int, dim: int, patch: tuple[int, int, int]):
         super().__init__()
         self.proj = nn.Conv3d(c, dim, kernel_size=patch, stride=patch)
@@ -335,15 +335,15 @@ class HunyuanVideoNetwork(nn.Module):
     def __init__(self, config: HunyuanVideoConfig):
         super().__init__()
         c = self.config = config
-        self.img_in = PatchEmbed(c.in_channels, c.hidden, c.patch)
-        self.time_in = Embedder(256, c.hidden)
+        self.img_in = HunyuanPatchEmbed(c.in_channels, c.hidden, c.patch)
+        self.time_in = HunyuanEmbedder(256, c.hidden)
         self.vector_in = VectorIn(c.vec_in_dim, c.hidden)
         if c.guidance_embed:
-            self.guidance_in = Embedder(256, c.hidden)
+            self.guidance_in = HunyuanEmbedder(256, c.hidden)
         self.txt_in = TokenRefiner(c.context_dim, c.hidden, c.heads)
         self.double_blocks = nn.ModuleList([DoubleBlock(c.hidden, c.heads) for _ in range(c.depth)])
         self.single_blocks = nn.ModuleList([SingleBlock(c.hidden, c.heads) for _ in range(c.depth_single)])
-        self.final_layer = FinalLayer(c.hidden, math.prod(c.patch) * c.out_channels)
+        self.final_layer = HunyuanFinalLayer(c.hidden, math.prod(c.patch) * c.out_channels)
 
     @staticmethod
     def positions(t: int, h: int, w: int, b: int, device) -> torch.Tensor:

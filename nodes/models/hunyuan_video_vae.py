@@ -69,7 +69,7 @@ def _norm(channels: int) -> nn.GroupNorm:
     return nn.GroupNorm(GROUPS, channels, eps=EPS, affine=True)
 
 
-class ResnetBlock(nn.Module):
+class HunyuanVAEResnetBlock(nn.Module):
     def __init__(self, c_in: int, c_out: int) -> None:
         super().__init__()
         self.norm1 = _norm(c_in)
@@ -113,7 +113,7 @@ class Level(nn.Module):
     """One resolution level: its blocks, then its downsampler (encoder) or upsampler (decoder). Called as a module,
     so that the weight cache's per-block hooks (cluster.weights: the largest ModuleList's entries) see every use."""
 
-    def __init__(self, blocks: list[ResnetBlock]) -> None:
+    def __init__(self, blocks: list[HunyuanVAEResnetBlock]) -> None:
         super().__init__()
         self.block = nn.ModuleList(blocks)
         self.attn = nn.ModuleList()
@@ -145,9 +145,9 @@ def upsample_nearest(h: torch.Tensor, time: bool, first_chunk: bool) -> torch.Te
 class Mid(nn.Module):
     def __init__(self, channels: int) -> None:
         super().__init__()
-        self.block_1 = ResnetBlock(channels, channels)
+        self.block_1 = HunyuanVAEResnetBlock(channels, channels)
         self.attn_1 = AttnBlock(channels)
-        self.block_2 = ResnetBlock(channels, channels)
+        self.block_2 = HunyuanVAEResnetBlock(channels, channels)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.block_2(self.attn_1(self.block_1(h)))
@@ -156,14 +156,14 @@ class Mid(nn.Module):
 TIME_LEVELS = int(math.log2(TEMPORAL))  # how many of the deepest resampling levels resample time too
 
 
-class Encoder(nn.Module):
+class HunyuanVAEEncoder(nn.Module):
     def __init__(self, ch: int, mult: tuple[int, ...], blocks: int, z_channels: int) -> None:
         super().__init__()
         self.conv_in = CausalConv(3, ch)
         self.down = nn.ModuleList()
         c_in = ch
         for i, m in enumerate(mult):
-            level = Level([ResnetBlock(c_in if j == 0 else ch * m, ch * m) for j in range(blocks)])
+            level = Level([HunyuanVAEResnetBlock(c_in if j == 0 else ch * m, ch * m) for j in range(blocks)])
             c_in = ch * m
             if i != len(mult) - 1:  # the shallowest levels halve the frame only, the rest time too
                 spatial_only = len(mult) - 1 - i > TIME_LEVELS
@@ -189,7 +189,7 @@ class Encoder(nn.Module):
         return self.conv_out(F.silu(self.norm_out(h)))
 
 
-class Decoder(nn.Module):
+class HunyuanVAEDecoder(nn.Module):
     def __init__(self, ch: int, mult: tuple[int, ...], blocks: int, z_channels: int) -> None:
         super().__init__()
         c = ch * mult[-1]
@@ -197,7 +197,9 @@ class Decoder(nn.Module):
         self.mid = Mid(c)
         up: list[Level] = []
         for i in reversed(range(len(mult))):
-            level = Level([ResnetBlock(c if j == 0 else ch * mult[i], ch * mult[i]) for j in range(blocks + 1)])
+            level = Level(
+                [HunyuanVAEResnetBlock(c if j == 0 else ch * mult[i], ch * mult[i]) for j in range(blocks + 1)]
+            )
             c = ch * mult[i]
             if i != 0:
                 level.upsample = Resample(c)
@@ -223,8 +225,8 @@ class Decoder(nn.Module):
 class HunyuanVideoAutoencoder(nn.Module):
     def __init__(self, ch: int, mult: tuple[int, ...], blocks: int, z_channels: int, embed_dim: int) -> None:
         super().__init__()
-        self.encoder = Encoder(ch, mult, blocks, z_channels)
-        self.decoder = Decoder(ch, mult, blocks, z_channels)
+        self.encoder = HunyuanVAEEncoder(ch, mult, blocks, z_channels)
+        self.decoder = HunyuanVAEDecoder(ch, mult, blocks, z_channels)
         self.quant_conv = nn.Conv3d(2 * z_channels, 2 * embed_dim, 1)
         self.post_quant_conv = nn.Conv3d(embed_dim, z_channels, 1)
 

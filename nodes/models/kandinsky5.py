@@ -196,7 +196,7 @@ def _gated(params: torch.Tensor) -> list[torch.Tensor]:
     return [p.unsqueeze(1) for p in params.chunk(3, dim=-1)]
 
 
-class TextBlock(nn.Module):
+class Kandinsky5TextBlock(nn.Module):
     def __init__(self, c: Kandinsky5Config) -> None:
         super().__init__()
         self.text_modulation = Modulation(c.time_dim, c.model_dim, 6)
@@ -263,7 +263,7 @@ class Kandinsky5Network(nn.Module):
         self.pooled_text_embeddings = Embed(c.in_text_dim2, c.time_dim)
         self.visual_embeddings = nn.Module()
         self.visual_embeddings.in_layer = nn.Linear(math.prod(PATCH) * c.visual_embed_dim, c.model_dim)
-        self.text_transformer_blocks = nn.ModuleList(TextBlock(c) for _ in range(c.num_text_blocks))
+        self.text_transformer_blocks = nn.ModuleList(Kandinsky5TextBlock(c) for _ in range(c.num_text_blocks))
         self.visual_transformer_blocks = nn.ModuleList(VisualBlock(c) for _ in range(c.num_visual_blocks))
         self.out_layer = OutLayer(c)
 
