@@ -115,7 +115,9 @@ def test_bad_inputs_are_named(demo_workspace, tmp_path) -> None:
         node.diffsynth_controlnet(sd1, patch, vae, image, 1.0)
 
 
-def test_unknown_and_unsupported_patch_files_are_named(demo_workspace) -> None:
+def test_unknown_and_incomplete_patch_files_are_named(demo_workspace) -> None:
+    """A file of no kind ComfyUI loads, and files of a known kind missing the modules that kind needs (the Anima
+    LLLite is loaded now, so a file with only its conditioning encoder is refused as incomplete, not as unsupported)."""
     from safetensors.torch import save_file
 
     from nodes.library.model_patch import ModelPatchLoader
@@ -129,7 +131,7 @@ def test_unknown_and_unsupported_patch_files_are_named(demo_workspace) -> None:
             ModelPatchLoader().load_model_patch("not_a_patch_test.safetensors")
         with pytest.raises(ValueError, match="is an incomplete USO style projector"):
             ModelPatchLoader().load_model_patch("uso_projector_test.safetensors")
-        with pytest.raises(ValueError, match="an Anima LLLite patch, which is not supported yet"):
+        with pytest.raises(ValueError, match="is an Anima LLLite file without lllite_dit_blocks_\\* modules"):
             ModelPatchLoader().load_model_patch("lllite_test.safetensors")
     finally:
         (folder / "not_a_patch_test.safetensors").unlink()
