@@ -27,6 +27,7 @@ OPEN_CLIP_MARKER = "visual.transformer.resblocks.0.attn.in_proj_weight"
 UNCLIP_PREFIX = "embedder.model."  # where SD2.1 unCLIP checkpoints keep their image encoder (ComfyUI's prefix)
 SVD_PREFIX = "conditioner.embedders.0.open_clip.model."  # and Stable Video Diffusion checkpoints theirs
 CHECKPOINT_PREFIXES = (UNCLIP_PREFIX, SVD_PREFIX)
+PROJECTOR = "multi_modal_projector."  # llava-llama3's vision file (llava_llama3_vision): its image tokens' projection
 _OPEN_CLIP_VISION = {
     "class_embedding": "embeddings.class_embedding",
     "conv1.weight": "embeddings.patch_embedding.weight",
@@ -85,7 +86,7 @@ def vision_config(sd: dict[str, torch.Tensor], path: str | None = None):
             "is not a CLIP vision model Comfy Cluster can run (DINOv2 image encoders are not "
             "supported; CLIP ViT-L/H/G, SigLIP and smaller are)",
         )
-    if "visual_projection.weight" not in sd:
+    if "visual_projection.weight" not in sd and PROJECTOR + "linear_1.weight" not in sd:
         raise ModelLoadError(path, "the CLIP vision model has no visual_projection (image embeds)")
     hidden = sd[f"{pre}embeddings.class_embedding"].shape[0]
     layers = sum(1 for k in sd if k.startswith(f"{pre}encoder.layers.") and k.endswith(".layer_norm1.weight"))
@@ -101,13 +102,10 @@ def vision_config(sd: dict[str, torch.Tensor], path: str | None = None):
         num_channels=3,
         image_size=math.isqrt(positions - 1) * patch,
         patch_size=patch,
-        projection_dim=sd["visual_projection.weight"].shape[0],
+        projection_dim=sd["visual_projection.weight"].shape[0] if "visual_projection.weight" in sd else hidden,
         hidden_act="gelu" if layers > 30 else "quick_gelu",
         layer_norm_eps=1e-5,
     )
-
-
-PROJECTOR = "multi_modal_projector."  # llava-llama3's vision file (llava_llama3_vision): its image tokens' projection
 
 
 class LlavaProjector(torch.nn.Module):
@@ -158,6 +156,9 @@ def load_clip_vision(sd: dict[str, torch.Tensor], path: str | None = None) -> Cl
         for k, v in sd.items()
         if k.startswith("vision_model.") and not k.endswith("position_ids") or k == "visual_projection.weight"
     }
+    if "visual_projection.weight" not in keep:  # llava's vision tower may come without one: its image_embeds are
+        # zeros here (ComfyUI's, from a projection the file does not fill, are not meaningful either)
+        keep["visual_projection.weight"] = torch.zeros(cfg.projection_dim, cfg.hidden_size, dtype=torch.float16)
     module = build_module(lambda: CLIPVisionModelWithProjection(cfg), keep, path, "CLIP vision model")
     projector = None
     if PROJECTOR + "linear_1.weight" in sd:  # rounded to float16 as the tower is (ComfyUI's CLIP vision dtype)

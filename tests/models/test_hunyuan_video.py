@@ -231,3 +231,25 @@ def test_image_to_video_prompt_needs_llava_tokens(demo_workspace):
     plain = ClipVisionOutput(torch.zeros(1, 5, 32), torch.zeros(1, 32), torch.zeros(1, 5, 32))
     with pytest.raises(ValueError, match="mm_projected"):
         asyncio.run(TextEncodeHunyuanVideo_ImageToVideo().encode(clip, plain, "a fox", 2))
+
+
+def test_llava_vision_file_without_a_visual_projection_loads(demo_workspace):
+    """llava's vision tower may be published without CLIP's visual_projection (a llava model has none): it loads,
+    its mm_projected unchanged (image_embeds are zeros: ComfyUI's come from a projection the file does not fill)."""
+    from safetensors.torch import load_file
+
+    from nodes.models.clip_vision import load_clip_vision
+
+    torch.set_num_threads(1)
+    sd = load_file(demo_workspace.models_dir / "clip_vision/llava_llama3_vision_tiny.safetensors")
+    sd.pop("visual_projection.weight")
+    encoder = load_clip_vision(sd)
+    image = torch.rand(1, 40, 52, 3, generator=torch.Generator().manual_seed(11))
+    with torch.no_grad():
+        out = encoder.encode(image, crop=True)
+    recorded = FIXTURE["image_to_video_text"]["mm_projected"]
+    torch.testing.assert_close(out["mm_projected"], tensor(recorded), atol=ATOL, rtol=0)
+    assert not out["image_embeds"].any()
+    sd.pop("multi_modal_projector.linear_1.weight")
+    with pytest.raises(Exception, match="visual_projection"):
+        load_clip_vision(sd)
