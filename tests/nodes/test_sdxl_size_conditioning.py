@@ -1,13 +1,13 @@
 """SDXL's size conditioning reaches the UNet as ComfyUI builds it: for each recorded entry
-(tests/nodes/fixtures/comfyui_sdxl_adm.json, ComfyUI 0.3.64's SDXL.encode_adm via
+(tests/nodes/fixtures/comfyui_sdxl_adm.json.xz, ComfyUI 0.3.64's SDXL.encode_adm via
 scripts/record_comfyui_sdxl_adm.py) the time_ids our denoise step hands the demo SDXL UNet, embedded by that
 UNet's own size projection and put after the pooled embedding as the UNet does, equal ComfyUI's adm vector
-bit for bit (the sizes an entry lacks default to the latent's size in pixels, no crop)."""
+within 4 float32 ulps of its largest value (the sizes an entry lacks default to the latent's size in pixels, no
+crop). The sinusoidal embedding's sin/cos round differently by an ulp on different CPUs (ComfyUI's own vector on an
+AVX-512 machine differs from one recorded elsewhere), so the comparison is in ulps, not of the bytes."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,8 +16,10 @@ import torch
 
 from nodes.conditioning import flatten
 from nodes.modelfns.denoise import DenoiseParams, GuidedDenoiser
+from tests.float_tolerance import ulps_of_largest
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_sdxl_adm.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_sdxl_adm.json.xz")
 
 
 def pooled() -> torch.Tensor:
@@ -59,7 +61,7 @@ def test_time_ids_embed_to_comfyuis_adm(case, size_projection):
     )
     time_ids = denoiser._batch_cond(entries, 1, torch.device("cpu"))["time_ids"]
     adm = torch.cat([pooled(), size_projection(time_ids.flatten()).reshape(1, -1)], dim=-1).float().contiguous()
-    assert list(adm.shape) == case["shape"]
-    assert hashlib.sha256(adm.numpy().tobytes()).hexdigest() == case["sha256"], (
-        f"first size values {adm[0, 32:36].tolist()} (ComfyUI {case['first_time_values']})"
-    )
+    theirs = tensor(case["adm"])
+    assert list(adm.shape) == case["shape"] == list(theirs.shape)
+    diff = (adm - theirs).abs().max().item()
+    assert diff <= ulps_of_largest(theirs, 4), f"max abs diff {diff}; first size values {adm[0, 32:36].tolist()}"
