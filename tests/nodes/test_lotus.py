@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from nodes.models.lotus_demo import FILE, build_demo_lotus
+from tests.float_tolerance import ulps_of_largest
 from tests.node_calls import active_workspace, call_node
 from tests.recorded_tensors import tensor
 
@@ -22,6 +23,10 @@ FIXTURE = json.loads((Path(__file__).resolve().parent / "fixtures" / "comfyui_lo
 # own sub-quadratic kernel; recorded with --use-pytorch-cross-attention (PyTorch's, as ours) three of these cases are
 # bit-identical here and the batch of two is 1.06e-5 off.
 ATOL = 2e-5
+# On an AVX-512 CPU (the recording was made on another) the outputs, largest values 5.5 to 7.7, came out 1e-5 to
+# 2.65e-5 apart, up to 56 float32 ulps of the largest value, varying from run to run: the same attention rounding
+# through the sampling steps. The bound is ATOL or 96 ulps of the largest value where that is more.
+LATENT_ULPS = 96
 
 
 @pytest.fixture(scope="module")
@@ -76,4 +81,4 @@ def test_template_sampling_matches_comfyui(workspace, case):
     got = asyncio.run(run())
     want = tensor(rec["out"])
     assert got.shape == want.shape
-    assert (got - want).abs().max().item() <= ATOL
+    assert (got - want).abs().max().item() <= max(ATOL, ulps_of_largest(want, LATENT_ULPS))
