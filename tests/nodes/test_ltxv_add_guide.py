@@ -16,6 +16,7 @@ import torch
 
 from nodes.library.ltxv_av import AVLatent
 from nodes.models.ltx2_demo import FILES, build_demo_ltx2
+from tests.float_tolerance import ulps_of_largest
 from tests.node_calls import active_workspace, call_node
 from tests.recorded_tensors import tensor
 
@@ -81,8 +82,12 @@ def guided(workspace):
 def test_guides_append_latents_masks_and_positions_as_comfyui(guided) -> None:
     steps, _, _ = guided
     for (pos, neg, latent), want in zip(steps, FIXTURE["guides"], strict=True):
-        # the VAE encodes equal ComfyUI's within float rounding (tests/models/test_ltx2.py)
-        torch.testing.assert_close(latent["samples"], tensor(want["samples"]), atol=1e-5, rtol=0)
+        # the VAE encodes equal ComfyUI's within float rounding (tests/models/test_ltx2.py): 1e-5, or 64 float32 ulps
+        # of the largest value where that is more (a VAE encode recorded on another CPU; on an AVX-512 one a value of
+        # 4.3 came out 1.5e-5, 32 ulps, apart)
+        expected = tensor(want["samples"])
+        bound = max(1e-5, ulps_of_largest(expected, 64))
+        torch.testing.assert_close(latent["samples"], expected, atol=bound, rtol=0)
         assert torch.equal(latent["noise_mask"], tensor(want["noise_mask"]))
         for conditioning in (pos, neg):
             assert conditioning[0][1]["keyframe_idxs"].tolist() == want["keyframe_idxs"]
