@@ -1,6 +1,6 @@
 """UpscaleModelLoader + ImageUpscaleWithModel give ComfyUI's pixels: the demo ESRGAN upscales fixed images
-to the SHA-256 of what ComfyUI 0.3.64's ImageUpscaleWithModel (spandrel's RRDBNet) gave for the same file
-(tests/nodes/fixtures/comfyui_upscale_model.json, recorded by scripts/record_comfyui_upscale_model.py),
+to what ComfyUI 0.3.64's ImageUpscaleWithModel (spandrel's RRDBNet) gave for the same file within float32 rounding
+(tests/nodes/fixtures/comfyui_upscale_model.json.xz, recorded by scripts/record_comfyui_upscale_model.py),
 tiled and untiled, in every key layout ESRGAN files come in, and through a prompt."""
 
 from __future__ import annotations
@@ -22,12 +22,19 @@ from safetensors.torch import save_file
 from cluster.refs import ModelRef, file_digest
 from nodes.modelfns.upscale_model import UpscaleImageFn, UpscaleParams
 from nodes.models.safetensors_io import load_state_dict
+from tests.float_tolerance import ulps_of_largest
+from tests.recorded_tensors import at_recorded, load_json, tensor
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
-from record_comfyui_upscale_model import digest, images  # noqa: E402  (the recorder's own inputs)
+from record_comfyui_upscale_model import images  # noqa: E402  (the recorder's own inputs)
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_upscale_model.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_upscale_model.json.xz")
+# Float32 rounding through the RRDB network's convolutions differs between CPUs: the SHA-256s first recorded on
+# another machine matched none of the four outputs on an AVX-512 one, where ComfyUI's re-recorded outputs differ
+# from ours by at most 1.1e-8. Outputs in 0..1 are compared within 64 ulps of their largest value (7.6e-6), far
+# below one 8-bit level.
+OUTPUT_ULPS = 64
 NAME = "esrgan-tiny-x4.safetensors"
 
 
@@ -48,10 +55,12 @@ def test_the_demo_model_is_the_recorded_one(model_path):
 
 
 @pytest.mark.parametrize("case", sorted(FIXTURE["cases"]))
-def test_upscale_equals_comfyui_bit_for_bit(model_path, fixed_threads, case):
+def test_upscale_equals_comfyui_within_float32_rounding(model_path, fixed_threads, case):
     out = _upscale(model_path, images()[case])
-    assert list(out.shape) == FIXTURE["cases"][case]["shape"]
-    assert digest(out) == FIXTURE["cases"][case]["sha256"]
+    recorded = FIXTURE["cases"][case]
+    theirs = tensor(recorded)
+    diff = (at_recorded(out, recorded) - theirs).abs().max().item()
+    assert diff <= ulps_of_largest(theirs, OUTPUT_ULPS), diff
 
 
 def _new_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
