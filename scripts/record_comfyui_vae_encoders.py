@@ -4,23 +4,23 @@ outputs, and how its tiled VAE encode (VAEEncodeTiled) assembles tiles, on fixed
 Run inside ComfyUI's own environment (it imports ComfyUI's nodes; nothing of ComfyUI is copied here):
 
     cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \
-        /work/main/scripts/record_comfyui_vae_encoders.py /work/main/tests/nodes/fixtures/comfyui_vae_encoders.json
+        /work/main/scripts/record_comfyui_vae_encoders.py /work/main/tests/nodes/fixtures/comfyui_vae_encoders.json.xz
 
 ComfyUI cannot load our tiny demo VAEs, so a stand-in VAE (downscale ratio 8) returns the pixels it would
 encode (cropped by ComfyUI's VAE.vae_encode_crop_pixels): the recording holds the pixels each node encodes, its noise mask and its conditioning options,
 each tensor by the SHA-256 of its float32 bytes (with shape and sum). The tiled encode runs ComfyUI's
 VAE.encode_tiled_ with a toy encoder (8x8 average pool, a fixed 1x1 convolution to 4 channels, tanh) in place
-of the VAE's on stripes(); the other inputs are generated from a seed and stored as float32 bytes (base64).
+of the VAE's on stripes(); its outputs are stored whole as float32 values too (their pooling and tanh round
+differently by an ulp on different CPUs, so the test compares them within ulps); the other inputs are generated from a seed and stored as float32 bytes (base64).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, write_json
 
 comfyui_on_cpu(sys.argv[1])
 import comfy.sd  # noqa: E402
@@ -139,6 +139,7 @@ def main(out_path: str) -> None:
                     "tile_size": tile,
                     "overlap": overlap,
                     "samples": digest(out),
+                    "values": b64(out),
                 }
             )
     cases += tiled_cases
@@ -150,8 +151,7 @@ def main(out_path: str) -> None:
         "inputs": {k: b64(v) for k, v in inputs.items()},
         "cases": cases,
     }
-    with open(out_path, "w") as f:
-        json.dump(fixture, f, indent=1)
+    write_json(out_path, fixture)
 
 
 if __name__ == "__main__":

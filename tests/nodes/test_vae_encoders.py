@@ -1,14 +1,15 @@
 """VAEEncodeForInpaint, InpaintModelConditioning and VAEEncodeTiled against ComfyUI 0.3.64's own functions
-(tests/nodes/fixtures/comfyui_vae_encoders.json, recorded by scripts/record_comfyui_vae_encoders.py): with a
+(tests/nodes/fixtures/comfyui_vae_encoders.json.xz, recorded by scripts/record_comfyui_vae_encoders.py): with a
 VAE that returns the pixels it would encode, the pixels each inpainting node hands to the VAE, its noise mask
-and its conditioning options; the tiled encode's assembly of tiles with a toy encoder; bit for bit. The VAE
+and its conditioning options, bit for bit; the tiled encode's assembly of tiles with a toy encoder, within 8 float32
+ulps (its pooling and tanh round differently on different CPUs: ComfyUI's own tiled outputs on an AVX-512 CPU
+no longer matched the SHA-256s recorded on another machine, their sums 1e-5 apart). The VAE
 itself is ours (VAEEncode's), exercised end to end in tests/e2e/test_conditioning_family.py."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,10 @@ import torch
 from cluster.refs import ModelRef
 from nodes.library import inpaint
 from nodes.modelfns.vae import tiled_encode
-from tests.recorded_tensors import tensor
+from tests.float_tolerance import ulps_of_largest
+from tests.recorded_tensors import load_json, tensor
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_vae_encoders.json").read_text())
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_vae_encoders.json.xz")
 
 
 INPUTS = {k: tensor(v) for k, v in FIXTURE["inputs"].items()}
@@ -93,7 +95,11 @@ def toy_encode(image: torch.Tensor) -> torch.Tensor:
 def test_tiled_encode_assembles_tiles_as_comfyui(case):
     pixels = stripes(case["shape"])
     assert same(pixels, case["pixels"])
-    assert same(tiled_encode(toy_encode, pixels, case["tile_size"], case["overlap"], 8, 4), case["samples"])
+    ours = tiled_encode(toy_encode, pixels, case["tile_size"], case["overlap"], 8, 4)
+    theirs = tensor(case["values"])
+    assert ours.shape == theirs.shape
+    diff = (ours - theirs).abs().max().item()
+    assert diff <= ulps_of_largest(theirs, 8), diff
 
 
 def test_tiled_encode_refuses_an_overlap_of_half_a_tile(echo_vae):
