@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+import cluster  # noqa: F401 (before torch's first GEMM: it sets MKL's strict numerical reproducibility)
+
+# isort: split
 import torch
 
 from cluster.bench import free_port
