@@ -86,8 +86,10 @@ def test_template_renders_the_same_in_both_modes_and_as_comfyui(tmp_path) -> Non
     assert np.array_equal(frames, other[FRAMES_NODE]), "frames differ between the executor modes"
     assert np.array_equal(image, other[preview]), "the SDXL image differs between the executor modes"
     # the image ComfyUI's video half started from is ours (as PreviewImage writes it)
+    # (recorded on another CPU: float32 rounding may move a few values by one level)
     started = np.clip(255.0 * tensor(FIXTURE["init_image"]).numpy(), 0, 255).astype(np.uint8)
-    assert np.array_equal(image, started)
+    apart = np.abs(image.astype(int) - started.astype(int))
+    assert apart.max() <= 1 and (apart > 0).mean() < 0.01, f"{int((apart > 0).sum())} values apart, max {apart.max()}"
     recorded = FIXTURE["workflow"]["pngs_rgb"]
     assert len(recorded) == len(frames)
     for i, (ours, theirs) in enumerate(zip(frames, recorded, strict=True)):
