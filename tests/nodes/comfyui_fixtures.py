@@ -248,6 +248,10 @@ def _compare_image(where: str, exp: dict, obs: dict) -> list[str]:
         return [f"{where}: shape/mode ComfyUI {exp['shape']} {exp['mode']} vs ours {obs['shape']} {obs['mode']}"]
     if exp["sha256"] == obs["sha256"]:
         return []
+    # An output whose pixels float32 rounding moves whole (an edge map's ties broken the other way) may carry ComfyUI's
+    # own output of the case recorded on another CPU too, by its hash: ours must equal one of them exactly.
+    if obs["sha256"] in exp.get("sha256_on_other_cpus", []):
+        return []
     if "pixels" in exp and "pixels" in obs:
         expected, observed = np.array(exp["pixels"]), np.array(obs["pixels"])
         if _within_rounding(expected, observed):
