@@ -1,10 +1,11 @@
 """VAEEncodeForInpaint, InpaintModelConditioning and VAEEncodeTiled against ComfyUI 0.3.64's own functions
 (tests/nodes/fixtures/comfyui_vae_encoders.json.xz, recorded by scripts/record_comfyui_vae_encoders.py): with a
 VAE that returns the pixels it would encode, the pixels each inpainting node hands to the VAE, its noise mask
-and its conditioning options, bit for bit; the tiled encode's assembly of tiles with a toy encoder, within 8 float32
-ulps (its pooling and tanh round differently on different CPUs: ComfyUI's own tiled outputs on an AVX-512 CPU
-no longer matched the SHA-256s recorded on another machine, their sums 1e-5 apart). The VAE
-itself is ours (VAEEncode's), exercised end to end in tests/e2e/test_conditioning_family.py."""
+and its conditioning options, bit for bit; the tiled encode's assembly of tiles with a toy encoder within 16
+float32 ulps of the largest value, as tests/nodes/comfyui_fixtures.py bounds short chains of float32 ops (its
+pooling and tanh round differently on different CPUs: ComfyUI's own tiled outputs on an AVX-512 CPU no longer
+matched the SHA-256s recorded on another machine, their sums 1e-5 apart). The VAE itself is ours (VAEEncode's),
+exercised end to end in tests/e2e/test_conditioning_family.py."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def test_tiled_encode_assembles_tiles_as_comfyui(case):
     theirs = tensor(case["values"])
     assert ours.shape == theirs.shape
     diff = (ours - theirs).abs().max().item()
-    assert diff <= ulps_of_largest(theirs, 8), diff
+    assert diff <= ulps_of_largest(theirs, 16), diff
 
 
 def test_tiled_encode_refuses_an_overlap_of_half_a_tile(echo_vae):
