@@ -25,13 +25,28 @@ REPO = Path(__file__).resolve().parents[2]
 # made batch-invariant: PixelDiT's one-row modulations and Wan's Conv3d patch embedding, nodes.models.
 # batch_invariant.) strict: the mark fails as soon as it is fixed.
 NOT_YET_IDENTICAL = {"zimage_fun_controlnet"}
+# A known defect, open (issue 41): on a CPU with AVX-512 (seen on a Xeon with AVX-512 and AMX; these passed on the
+# AVX2 machines before), the two LTX image-to-video workflows differ by about 45 values between two one-thread
+# executors and the in-process run. Not MKL (strict reproducibility is on, cluster/__init__.py), not ATen's or
+# oneDNN's instruction set (pinning either to AVX2 did not change it); cause not yet found. strict: the mark fails as
+# soon as it is fixed there; elsewhere the workflows must match.
+AVX512 = Path("/proc/cpuinfo").exists() and " avx512f" in Path("/proc/cpuinfo").read_text()
+NOT_YET_IDENTICAL_ON_AVX512 = {"ltxv_image_to_video", "ltx2_5_i2v"}
+
+
+def _param(path: Path):
+    if path.stem in NOT_YET_IDENTICAL:
+        return pytest.param(
+            path, marks=pytest.mark.xfail(strict=True, reason="images differ between the modes (NOT_YET_IDENTICAL)")
+        )
+    if path.stem in NOT_YET_IDENTICAL_ON_AVX512:
+        reason = "images differ between the modes on AVX-512 CPUs (NOT_YET_IDENTICAL_ON_AVX512)"
+        return pytest.param(path, marks=pytest.mark.xfail(AVX512, strict=True, reason=reason))
+    return path
+
+
 WORKFLOWS = [
-    pytest.param(
-        p, marks=pytest.mark.xfail(strict=True, reason="images differ between the modes (see NOT_YET_IDENTICAL)")
-    )
-    if p.stem in NOT_YET_IDENTICAL
-    else p
-    for p in sorted(p for p in (REPO / "workflows_json").glob("*.json") if not p.name.endswith(".ui.json"))
+    _param(p) for p in sorted(p for p in (REPO / "workflows_json").glob("*.json") if not p.name.endswith(".ui.json"))
 ]
 
 
