@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.float_tolerance import ulps_of_largest
 from tests.recorded_tensors import load_json, pixels, tensor
 
 FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_qwen_diffsynth.json.xz")
@@ -84,7 +85,11 @@ def test_sampling_equals_comfyui(demo_workspace, fixed_threads, name: str) -> No
     expected = tensor(case["latent"])
     assert latent.shape == expected.shape
     err = float((latent - expected).abs().max())
-    assert err <= 1e-5, f"latent differs from ComfyUI's by {err:.2e}"
+    # 1e-5, or 16 float32 ulps of the largest value where that is more (as tests/nodes/comfyui_fixtures.py bounds
+    # recorded latents): recorded on another CPU, the latents (largest 12.4 to 13.3) came out 4.3e-6 to 1.0e-5 apart on
+    # an AVX-512 one, at most 10.5 ulps
+    bound = max(1e-5, ulps_of_largest(expected, 16))
+    assert err <= bound, f"latent differs from ComfyUI's by {err:.2e}"
     if case["patches"]:  # the patch acts: the result is not the unpatched one
         assert float((expected - tensor(FIXTURE["cases"]["no_patch"]["latent"])).abs().max()) > 1e-2
     ours = np.clip(255.0 * image.float().numpy(), 0, 255).astype(np.uint8)
