@@ -35,9 +35,11 @@ def test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size(fixed_threads, 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 8, 11, 12, 13, 16, 77])
 def test_samples_of_few_rows_give_the_same_bits_at_any_batch_size(threads, rows):
-    """[batch, rows, features] inputs: a plain Linear rounds a sample of few rows (PixelDiT's [batch, 1, features]
-    modulation; up to 11 rows on 2 threads) by the batch around it; the batch-invariant one multiplies those a
-    sample at a time."""
+    """[batch, rows, features] inputs: MKL's default path rounds a sample of few rows (PixelDiT's [batch, 1, features]
+    modulation; up to 11 rows on 2 threads on AVX2, 15 on AVX-512) by the batch around it; the batch-invariant one
+    multiplies those a sample at a time. (Under MKL's strict reproducibility, which cluster/__init__.py sets and so
+    these tests run with, a plain Linear did not round by the batch either; the class keeps the bits where it is
+    not set or another BLAS is used.)"""
     torch.set_num_threads(threads)
     torch.manual_seed(rows)
     plain = nn.Linear(64, 384)
@@ -49,8 +51,7 @@ def test_samples_of_few_rows_give_the_same_bits_at_any_batch_size(threads, rows)
         for batch in (2, 3, 4, 8):
             out = layer(x[:batch])
             assert all(torch.equal(out[i : i + 1], alone[i]) for i in range(batch)), batch
-        if rows == 1:  # what the class is for
-            assert any(not torch.equal(plain(x[:4])[i : i + 1], plain(x[i : i + 1])) for i in range(4))
+        assert torch.equal(layer(x[:1]), plain(x[:1]))  # alone, it is the plain layer
 
 
 @pytest.mark.parametrize("device", DEVICES)
