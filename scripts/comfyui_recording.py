@@ -219,3 +219,37 @@ def run_prompt(prompt: dict, classes: dict, override: Override | None = None, ma
 
     (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
     return {"prompt": prompt, "pngs_rgb": [png_rgb(im, max_values) for im in run(save)[0]]}
+
+
+def tiny_anima_in_comfyui(dit_file: str) -> None:
+    """Give ComfyUI's Anima the tiny DiT of `dit_file`: its LLM adapter at the file's sizes, and the DiT's block count,
+    heads, cross-attention width and AdaLN-LoRA width read from the state dict where ComfyUI's detection fixes them.
+    Changes nothing else of ComfyUI."""
+    import comfy.ldm.anima.model
+    import comfy.model_detection
+    import comfy.utils
+
+    dit = comfy.utils.load_torch_file(dit_file)
+    adapter_dim = dit["net.llm_adapter.out_proj.weight"].shape[1]
+    adapter = {
+        "source_dim": dit["net.llm_adapter.blocks.0.cross_attn.k_proj.weight"].shape[1],
+        "target_dim": dit["net.llm_adapter.embed.weight"].shape[1],
+        "model_dim": adapter_dim,
+        "num_layers": len({k.split(".")[3] for k in dit if k.startswith("net.llm_adapter.blocks.")}),
+        "num_heads": adapter_dim // dit["net.llm_adapter.blocks.0.self_attn.q_norm.weight"].shape[0],
+    }
+    llm_adapter = comfy.ldm.anima.model.LLMAdapter
+    comfy.ldm.anima.model.LLMAdapter = lambda **kw: llm_adapter(**{**adapter, **kw})
+    detect = comfy.model_detection.detect_unet_config
+
+    def detect_tiny(state_dict, key_prefix, metadata=None):
+        cfg = detect(state_dict, key_prefix, metadata=metadata)
+        if cfg is not None and cfg.get("image_model") == "anima":
+            width = cfg["model_channels"]
+            cfg["num_blocks"] = len({k.split(".")[1] for k in state_dict if k.startswith(f"{key_prefix}blocks.")})
+            cfg["num_heads"] = width // state_dict[f"{key_prefix}blocks.0.self_attn.q_norm.weight"].shape[0]
+            cfg["crossattn_emb_channels"] = state_dict[f"{key_prefix}blocks.0.cross_attn.k_proj.weight"].shape[1]
+            cfg["adaln_lora_dim"] = state_dict[f"{key_prefix}blocks.0.adaln_modulation_self_attn.1.weight"].shape[0]
+        return cfg
+
+    comfy.model_detection.detect_unet_config = detect_tiny

@@ -26,7 +26,7 @@ import importlib.util
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, sha256, write_json
+from comfyui_recording import b64, comfyui_on_cpu, sha256, tiny_anima_in_comfyui, write_json
 
 OUT, WORKSPACE, UPSTREAM = sys.argv[1:4]
 comfyui_on_cpu()
@@ -61,30 +61,7 @@ def load_lllite_module():
 
 
 def tiny_dit() -> None:
-    dit = comfy.utils.load_torch_file(f"{WORKSPACE}/models/{DIT}")
-    adapter_dim = dit["net.llm_adapter.out_proj.weight"].shape[1]
-    adapter = {
-        "source_dim": dit["net.llm_adapter.blocks.0.cross_attn.k_proj.weight"].shape[1],
-        "target_dim": dit["net.llm_adapter.embed.weight"].shape[1],
-        "model_dim": adapter_dim,
-        "num_layers": len({k.split(".")[3] for k in dit if k.startswith("net.llm_adapter.blocks.")}),
-        "num_heads": adapter_dim // dit["net.llm_adapter.blocks.0.self_attn.q_norm.weight"].shape[0],
-    }
-    llm_adapter = comfy.ldm.anima.model.LLMAdapter
-    comfy.ldm.anima.model.LLMAdapter = lambda **kw: llm_adapter(**{**adapter, **kw})
-    detect = comfy.model_detection.detect_unet_config
-
-    def detect_tiny(state_dict, key_prefix, metadata=None):
-        cfg = detect(state_dict, key_prefix, metadata=metadata)
-        if cfg is not None and cfg.get("image_model") == "anima":
-            width = cfg["model_channels"]
-            cfg["num_blocks"] = len({k.split(".")[1] for k in state_dict if k.startswith(f"{key_prefix}blocks.")})
-            cfg["num_heads"] = width // state_dict[f"{key_prefix}blocks.0.self_attn.q_norm.weight"].shape[0]
-            cfg["crossattn_emb_channels"] = state_dict[f"{key_prefix}blocks.0.cross_attn.k_proj.weight"].shape[1]
-            cfg["adaln_lora_dim"] = state_dict[f"{key_prefix}blocks.0.adaln_modulation_self_attn.1.weight"].shape[0]
-        return cfg
-
-    comfy.model_detection.detect_unet_config = detect_tiny
+    tiny_anima_in_comfyui(f"{WORKSPACE}/models/{DIT}")
 
 
 def patch_points() -> None:
