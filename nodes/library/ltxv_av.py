@@ -344,15 +344,48 @@ class LTXVAddGuide:
                     },
                 ),
                 "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01}),
-            }
+            },
+            # ComfyUI's newest LTXVAddGuide has these two; the template workflows link iclora_parameters
+            "optional": {
+                "attention_mask": (
+                    "MASK",
+                    {"tooltip": "A pixel mask weighting the guide's influence per region (not supported here)."},
+                ),
+                "iclora_parameters": (
+                    "IC_LORA_PARAMETERS",
+                    {"tooltip": "From Get IC-LoRA Parameters: how the connected IC-LoRA wants its guides prepared."},
+                ),
+            },
         }
 
-    async def execute(self, positive: list, negative: list, vae: Any, latent: dict, image, frame_idx: int, strength):
+    async def execute(
+        self,
+        positive: list,
+        negative: list,
+        vae: Any,
+        latent: dict,
+        image,
+        frame_idx: int,
+        strength,
+        attention_mask: torch.Tensor | None = None,
+        iclora_parameters: dict | None = None,
+    ):
         from nodes.inputs import require_component
         from nodes.ksampler import call_model_fn
+        from nodes.library.ltxv_iclora import downscale_factor
         from nodes.upscale import common_upscale
 
         positive, negative = require(positive, "positive"), require(negative, "negative")
+        if attention_mask is not None:
+            raise NotImplementedError("attention_mask: per-region guide attention is not supported yet")
+        factor = downscale_factor((iclora_parameters or {}).get("reference_downscale_factor", 1))
+        if factor > 1:
+            # ComfyUI then encodes the guide at 1/factor size and dilates it onto the latent grid, which the
+            # LTX-2 transformer here does not yet read (guide tokens masked out of attention)
+            raise NotImplementedError(
+                f"iclora_parameters: an IC-LoRA with reference_downscale_factor {factor} is not supported yet "
+                "(only 1, a guide at the latent's full size)"
+            )
         vae = require_component(vae, "vae", "vae")
         if vae.arch != "ltx2":
             raise ValueError(f"vae: the LTX-2 video VAE is needed here, got a {vae.arch} VAE")

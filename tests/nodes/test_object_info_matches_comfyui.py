@@ -84,6 +84,8 @@ DOCUMENTED_ONLY = {
     "MarigoldV2PostProcess": "tests/nodes/test_marigold.py",
     # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_model_patch.py at 08f68f09)
     "AnimaLLLiteApply": "tests/models/test_anima_lllite.py",
+    # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_lt.py)
+    "GetICLoRAParameters": "tests/nodes/test_ltxv_iclora.py",
 }
 TODAY_CLASSES = Path(__file__).resolve().parent / "fixtures" / "comfyui_today_classes.json"
 # Differences we know of and say in docs/compatibility.md, each with its reason; a gap that closes must leave this table.
@@ -101,6 +103,11 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("ImageScaleToTotalPixels", "input.optional.resolution_steps"): "today's ComfyUI's resolution_steps (the "
     "Mage-Flow edit templates set 16) is offered, optional so that 0.3.64's prompts keep their sizes",
     ("ImageScaleToTotalPixels", "input_order.optional"): "today's ComfyUI's resolution_steps",
+    **{
+        ("LTXVAddGuide", key): "today's ComfyUI's optional attention_mask and iclora_parameters (the IC-LoRA "
+        "templates link Get IC-LoRA Parameters into it) are offered"
+        for key in ("input.optional.attention_mask", "input.optional.iclora_parameters", "input_order.optional")
+    },
     **{
         ("MaskPreview", key): "today's ComfyUI's MaskPreview passes its mask on (the Anima LLLite inpainting "
         "template wires it into AnimaLLLiteApply); 0.3.64's has no output"
