@@ -6,7 +6,8 @@ downloads (kandinsky5-tiny's DiT, the tiny Qwen2.5-VL and long CLIP-L, hunyuan-v
 kandinsky5lite_i2v DiT has the t2v one's layout, so the tiny t2v file stands in for it), example.png as the start
 image, 64x48 and 33 frames in place of 768x512 and 121 (9 latent frames: NormalizeVideoLatentStart
 matches the 4 start frames to the 5 after them), 3 steps in place of 50 and a fixed seed 42. The API format is
-our UI converter's output.
+our UI converter's output. Also kandinsky5_t2i.ui.json / .json: the text-to-image template (image_kandinsky5_t2i)
+on the tiny image DiT (below).
 
     python scripts/kandinsky5_workflow.py <workspace with demo-models>
 """
@@ -33,11 +34,11 @@ SUBSTITUTE = {
     "ImageScale": [(1, 64), (2, 48)],
 }
 SIZES = {768: 64, 512: 48}
-# The image template (image_kandinsky5_t2i) on the image DiT tests write (nodes/models/kandinsky5_demo.py's
-# write_image_test_file: 2560 wide, 108 MB, too large for demo-models, so no workflows_json file is shipped for it),
-# flux-tiny's VAE for ae.safetensors, 64x48, 3 steps, seed 42.
+# The image template (image_kandinsky5_t2i) on the tiny image DiT of demo-models (nodes/models/kandinsky5_demo.py:
+# 2560 wide, one block), flux-tiny's VAE for ae.safetensors, 64x48, 3 steps, seed 42.
 IMAGE_TEMPLATE = "image_kandinsky5_t2i"
-IMAGE_DIT = "kandinsky5lite_t2i_test.safetensors"
+IMAGE_WORKFLOW = "kandinsky5_t2i"
+IMAGE_DIT = "kandinsky5lite_t2i_tiny.safetensors"
 IMAGE_SUBSTITUTE = {
     "DualCLIPLoader": SUBSTITUTE["DualCLIPLoader"],
     "UNETLoader": [(0, IMAGE_DIT)],
@@ -71,6 +72,7 @@ def main() -> None:
     registry = workspace_registry(sys.argv[1])
     for name, template in WORKFLOWS.items():
         write_workflow(name, tiny_template(template), registry)
+    write_workflow(IMAGE_WORKFLOW, image_workflow_ui(), registry)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,16 @@
 """Record what upstream ComfyUI 0.10.0 (commit 79cdbc81 of hiddenswitch/ComfyUI) does with a Kandinsky 5 image DiT
-(kandinsky5lite_t2i's layout at its 2560 width, one visual block: nodes/models/kandinsky5_demo.py's
-write_image_test_file, which the test writes again and checks by its sha256), as the fixture
+(kandinsky5lite_t2i's layout at its 2560 width, one visual block: demo-models' kandinsky5lite_t2i_tiny, written by
+nodes/models/kandinsky5_demo.py's write_image_test_file; the test checks it by its sha256), as the fixture
 tests/models/test_kandinsky5_image.py compares our loader with (tests/models/fixtures/comfyui_kandinsky5_image.json.xz).
 
-    python -c "from nodes.models.kandinsky5_demo import write_image_test_file as w; w('/tmp/k5_t2i.safetensors')"
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:/work/main/scripts:. OMP_NUM_THREADS=1 \\
         <venv>/bin/python /work/main/scripts/record_comfyui_kandinsky5_image.py \\
-        /work/main/tests/models/fixtures/comfyui_kandinsky5_image.json /tmp/k5_t2i.safetensors \\
-        <workspace with demo-models> <the image template's API prompt>
+        /work/main/tests/models/fixtures/comfyui_kandinsky5_image.json \\
+        <workspace>/models/diffusion_models/kandinsky5lite_t2i_tiny.safetensors \\
+        <workspace with demo-models> /work/main/workflows_json/kandinsky5_t2i.json
 
-The prompt is scripts/kandinsky5_workflow.py's image_workflow_ui converted by our UI converter (the test converts it
-again and compares); it runs node by node with ComfyUI's classes, the tiny text encoders and flux-tiny's VAE given
+The prompt is workflows_json/kandinsky5_t2i.json (scripts/kandinsky5_workflow.py's image_workflow_ui converted by our
+UI converter; the e2e test compares it with the recorded one); it runs node by node with ComfyUI's classes, the tiny text encoders and flux-tiny's VAE given
 their sizes as scripts/record_comfyui_kandinsky5_text.py and scripts/record_comfyui_chroma.py give them.
 
 ComfyUI's model_detection reads the file whole except its text widths (Qwen2.5-VL's 3584 and CLIP-L's 768 fixed by

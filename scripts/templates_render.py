@@ -233,11 +233,14 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^hunyuanvideo1\.5|^capybara_v0", r"^byt5_small_glyphxl", "byt5_small_glyphxl_tiny.safetensors"),
     # Kandinsky 5 Lite video (nodes/models/kandinsky5_demo.py): the t2v and i2v DiTs share one layout; HunyuanVideo
     # 1.0's VAE (nodes/models/hunyuan_video_vae_demo.py); its Qwen2.5-VL and CLIP-L (the tiny long CLIP-L with OpenAI's
-    # vocabulary). The image model (kandinsky5lite_t2i, 2560 wide) has no tiny file: ComfyUI tells it by that width.
+    # vocabulary). The image model (kandinsky5lite_t2i) has its own tiny file at the 2560 width ComfyUI tells it by,
+    # the same text encoders and Flux's VAE (ae.safetensors: flux-tiny's, 16 channels as the image DiT reads).
     (None, r"^kandinsky5lite_(t2v|i2v)", "kandinsky5lite_t2v_tiny.safetensors"),
+    (None, r"^kandinsky5lite_t2i", "kandinsky5lite_t2i_tiny.safetensors"),
     (None, r"^hunyuan_video_vae", "hunyuan_video_vae_tiny.safetensors"),
-    (r"^kandinsky5lite_(t2v|i2v)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
-    (r"^kandinsky5lite_(t2v|i2v)", r"^clip_l\.", "hidream_tiny_clip_l.safetensors"),
+    (r"^kandinsky5lite_(t2v|i2v|t2i)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
+    (r"^kandinsky5lite_(t2v|i2v|t2i)", r"^clip_l\.", "hidream_tiny_clip_l.safetensors"),
+    (r"^kandinsky5lite_t2i", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),
     # HunyuanVideo 1.0 (nodes/models/hunyuan_video_demo.py): the text-to-video DiT (and the v2 replace image-to-video
     # file, read the same way), the v1 concat image-to-video DiT, llava-llama3, its vision file and the tiny long
     # CLIP-L with OpenAI's vocabulary; its VAE is the rule above

@@ -381,7 +381,7 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         if build_hunyuan_video15 is not None:  # HunyuanVideo 1.5's DiT and causal 16x VAE
             written += build_hunyuan_video15(models_dir)
         build_kandinsky5 = getattr(_optional("nodes.models.kandinsky5_demo"), "build_demo_kandinsky5", None)
-        if build_kandinsky5 is not None:  # Kandinsky 5 Lite's video DiT
+        if build_kandinsky5 is not None:  # Kandinsky 5 Lite's video and image DiTs
             written += build_kandinsky5(models_dir)
         build_hv_vae = getattr(_optional("nodes.models.hunyuan_video_vae_demo"), "build_demo_hunyuan_video_vae", None)
         if build_hv_vae is not None:  # HunyuanVideo 1.0's VAE (Kandinsky 5's video templates')

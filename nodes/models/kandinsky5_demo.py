@@ -1,5 +1,6 @@
 """kandinsky5-tiny: a deterministic tiny Kandinsky 5 Lite video DiT in the published layout (the names
-kandinsky5lite_t2v_*.safetensors carry, bare) as diffusion_models/kandinsky5lite_t2v_tiny.safetensors.
+kandinsky5lite_t2v_*.safetensors carry, bare) as diffusion_models/kandinsky5lite_t2v_tiny.safetensors, and the
+image DiT (kandinsky5lite_t2i's layout) as diffusion_models/kandinsky5lite_t2i_tiny.safetensors.
 
 Its sizes are those ComfyUI 0.10.0's detection reads whole from a width other than 4096 / 2560 / 1792: rotary axes
 (16, 24, 24), so heads 64 wide (two, 128 wide); the video input of 16 latent, 16 image-latent and 1 mask channels
@@ -19,6 +20,7 @@ from nodes.output_claims import write_atomic
 
 SEED = 5
 T2V_FILE = "diffusion_models/kandinsky5lite_t2v_tiny.safetensors"
+T2I_FILE = "diffusion_models/kandinsky5lite_t2i_tiny.safetensors"
 TINY = Kandinsky5Config(
     model_dim=128,
     ff_dim=256,
@@ -47,8 +49,9 @@ def tiny_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
 
 
 # The image model at the one width ComfyUI reads as Kandinsky5Image (2560, on 16 Flux channels), otherwise as small as it
-# goes: one visual block, no text block. 54M parameters (108 MB in bfloat16, the published dtype), too large for
-# demo-models: tests and the recorder write it where they need it (write_image_test_file).
+# goes: one visual block (its self- and cross-attention are 2560 square: ComfyUI's detection needs the block's
+# cross-attention key norm), no text block. 54M parameters, 108 MB in bfloat16 (the published dtype), written in
+# under a second: the largest demo file, but the only one ComfyUI detects as the image model.
 IMAGE_TEST = Kandinsky5Config(
     model_dim=2560,
     ff_dim=32,
@@ -77,7 +80,8 @@ def write_image_test_file(path: Path, seed: int = SEED) -> Path:
 
 
 def build_demo_kandinsky5(models_dir: Path) -> list[Path]:
+    """The video DiT and the image DiT (the image_kandinsky5_t2i template's) under diffusion_models/."""
     path = Path(models_dir) / T2V_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, lambda tmp: save_file(tiny_state_dict(), str(tmp)))
-    return [path]
+    return [path, write_image_test_file(Path(models_dir) / T2I_FILE)]

@@ -1,8 +1,9 @@
 """Kandinsky 5's image model (kandinsky5lite_t2i's layout: 2560 wide on 16 Flux latent channels) loaded as ComfyUI
 0.10.0's supported_models.Kandinsky5Image: detected apart from the video models, Flux's latent format, flow sampling
 at shift 3, no joined channels, 4-D latents; one step's prediction within 1e-5 of ComfyUI's on the same file
-(scripts/record_comfyui_kandinsky5_image.py). The file (108 MB) is written here again by
-nodes/models/kandinsky5_demo.py's write_image_test_file and checked by its sha256."""
+(scripts/record_comfyui_kandinsky5_image.py). The file is demo-models' kandinsky5lite_t2i_tiny (108 MB,
+nodes/models/kandinsky5_demo.py), checked by its sha256; the image template's picture is
+tests/e2e/test_kandinsky5_workflow.py's."""
 
 from __future__ import annotations
 
@@ -27,10 +28,10 @@ def recorded_inputs(seed: int = 5) -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture(scope="module")
-def image_file(tmp_path_factory) -> Path:
-    from nodes.models.kandinsky5_demo import write_image_test_file
+def image_file(demo_workspace) -> Path:
+    from nodes.models.kandinsky5_demo import T2I_FILE
 
-    path = write_image_test_file(tmp_path_factory.mktemp("k5i") / "kandinsky5lite_t2i_test.safetensors")
+    path = demo_workspace.models_dir / T2I_FILE
     assert hashlib.sha256(path.read_bytes()).hexdigest() == FIXTURE["file_sha256"], "not the recorded file"
     return path
 
@@ -70,45 +71,3 @@ def test_loads_and_predicts_as_comfyuis_image_model(image_file):
             out = model.apply(ms.calculate_input(sigma, data["x"]), ms.timestep(sigma), cond)
             denoised = ms.calculate_denoised(sigma, out, data["x"])
             torch.testing.assert_close(denoised, tensor(entry), atol=1e-5, rtol=0)
-
-
-def test_image_template_renders_comfyuis_picture(image_file, demo_workspace, tmp_path):
-    """The image_kandinsky5_t2i template's own graph (scripts/kandinsky5_workflow.py's image_workflow_ui: the image
-    DiT written above, the tiny Qwen2.5-VL and long CLIP-L, flux-tiny's VAE, 64x48, 3 steps) run here in a workspace
-    holding those files gives ComfyUI 0.10.0's picture within 1/255."""
-    import asyncio
-
-    import numpy as np
-    from PIL import Image
-
-    from comfy_bridge.cli.run import load_prompt, run_prompt
-    from comfy_bridge.formats import ui_to_api
-    from comfy_bridge.registry import build_registry
-    from nodes.workspace import Workspace, activate
-    from scripts.kandinsky5_workflow import IMAGE_DIT, image_workflow_ui
-    from tests.e2e.served import assert_within_1_of_255_of_record
-
-    torch.set_num_threads(1)
-    ws = Workspace(tmp_path / "ws").create()
-    links = {
-        "text_encoders": ("qwen_2.5_vl_7b_tiny.safetensors", "hidream_tiny_clip_l.safetensors"),
-        "vae": ("flux-tiny-ae.safetensors",),
-    }
-    for folder, names in links.items():
-        for name in names:
-            (ws.models_dir / folder / name).symlink_to(demo_workspace.models_dir / folder / name)
-    (ws.models_dir / "diffusion_models" / IMAGE_DIT).symlink_to(image_file)
-    try:
-        activate(ws)
-        registry = build_registry(ws)
-        api = ui_to_api(image_workflow_ui(), registry)
-        recorded = FIXTURE["image_template"]
-        assert api == recorded["prompt"]
-        prompt, workflow = load_prompt(api, registry)
-        (png,) = asyncio.run(run_prompt(prompt, workflow, registry, show_progress=False))
-        image = np.asarray(Image.open(png).convert("RGB"))
-    finally:
-        activate(demo_workspace)
-    assert image.std() > 0
-    (theirs,) = recorded["pngs_rgb"]
-    assert_within_1_of_255_of_record(image, theirs)
