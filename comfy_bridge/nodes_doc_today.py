@@ -63,6 +63,13 @@ RULES: list[tuple[str, str]] = [
     (r"SeedVR2", "the SeedVR2 upscaler family is not implemented"),
     (r"HiDreamO1", "HiDream-O1 is not implemented (HiDream-I1 and E1 run)"),
     (
+        # ComfyUI's source of the two classes is not in any store here (its code index has no MOSS module, the
+        # snapshots are 0.3.64 and 0.10.0), nor is another implementation of the edit LoRA or the control adapter
+        r"^(MOSSImageControl|TextEncodeMOSSImageEdit)$",
+        "MOSS-Image's edit and color/depth control are not implemented (its text-to-image and layout prompt run; "
+        "how their reference latents and control maps enter the DiT is in no source readable here)",
+    ),
+    (
         r"Chroma|Lotus|Bernini|Flux3|FluxKV|MOSS|Ming|Mage|Boogu|Joy|Fibo|Ideogram|PiD|Anima|unCLIP|AliMama|"
         r"ReferenceMultiLatent|ConditioningLoader|GetICLoRA|ICLoRA",
         "an image model family not implemented yet",
