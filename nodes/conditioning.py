@@ -133,6 +133,7 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         if opts.get("stable_cascade_prior") is not None:  # StableCascade_StageB_Conditioning: stage B's effnet
             tensors[f"{key}.stable_cascade_prior"] = opts["stable_cascade_prior"]
         _animate2(opts, key, tensors, entry)
+        _scail(opts, key, tensors, entry)
         if any(opts.get(k) is not None for k in SVD_ADM_KEYS):  # SVD_img2vid_Conditioning: the model's ADM values
             entry["svd_adm"] = [float(opts.get(k, d)) for k, d in zip(SVD_ADM_KEYS, SVD_DEFAULT_ADM, strict=True)]
         if opts.get("frame_rate") is not None:  # LTXVConditioning: the frame rate LTX-2's positions are timed by
@@ -191,6 +192,15 @@ def _animate2(opts: dict, key: str, tensors: dict[str, torch.Tensor], entry: dic
     for name in ("pose_strength", "reference_strength"):
         if opts.get(name) is not None:
             entry[name] = float(opts[name])
+
+
+def _scail(opts: dict, key: str, tensors: dict[str, torch.Tensor], entry: dict[str, Any]) -> None:
+    """WanSCAILToVideo's SCAIL-2 identity masks (28 channels per latent frame) and its animation / replacement flag."""
+    for name in ("driving_mask_28ch", "ref_mask_28ch"):
+        if opts.get(name) is not None:
+            tensors[f"{key}.{name}"] = opts[name]
+    if opts.get("ref_mask_flag") is not None:
+        entry["ref_mask_flag"] = bool(opts["ref_mask_flag"])
 
 
 def require(conditioning: Any, input_name: str) -> list:

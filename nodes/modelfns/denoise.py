@@ -354,6 +354,7 @@ class GuidedDenoiser:
                 _shape(self.inputs.get(f"{e['key']}.ref_latent")),  # HunyuanVideo custom: its reference latent
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
                 _animate2_key(self.inputs, e),  # Wan Animate 2: pose branch inputs and strengths
+                _scail_key(self.inputs, e),  # Wan SCAIL-2: identity masks and mode
                 self._cascade_tokens(e),  # Stable Cascade stage C: entries with as many image tokens share a pass
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
@@ -589,6 +590,12 @@ class GuidedDenoiser:
         for name in ("pose_strength", "reference_strength"):  # constants of the batch (ComfyUI's CONDConstant)
             if name in entries[0]:
                 cond[name] = entries[0][name]
+        for name in ("driving_mask_28ch", "ref_mask_28ch"):  # Wan SCAIL-2's identity masks
+            value = stacked(name)
+            if value is not None:
+                cond[name] = value
+        if "ref_mask_flag" in entries[0]:  # Wan SCAIL-2: animation or replacement (ComfyUI's CONDConstant)
+            cond["ref_mask_flag"] = entries[0]["ref_mask_flag"]
         tags = stacked("token_tags")
         if tags is not None:  # MiniMax H3: the prompt rows an image's vision block fills are video rows
             cond["token_tags"] = tags
@@ -690,6 +697,14 @@ def _animate2_key(inputs: dict[str, Any], e: dict) -> tuple:
         _shape(inputs.get(f"{e['key']}.{n}")) for n in ("pose_video_latent", "context_pose", "clip_fea_pose")
     )
     return (*shapes, e.get("pose_strength"), e.get("reference_strength"))
+
+
+def _scail_key(inputs: dict[str, Any], e: dict) -> tuple:
+    """What Wan SCAIL-2 entries must share to be one forward pass: their masks' shapes and the mode."""
+    return (
+        *(_shape(inputs.get(f"{e['key']}.{n}")) for n in ("driving_mask_28ch", "ref_mask_28ch")),
+        e.get("ref_mask_flag"),
+    )
 
 
 class DenoiseParams(Params):

@@ -27,8 +27,9 @@ CONVROT_GROUP = 16
 log = logging.getLogger(__name__)
 
 
-def int8_convrot(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """`sd` with its transformer blocks' linear weights quantized as ComfyUI's int8 ConvRot files store them."""
+def int8_convrot(sd: dict[str, torch.Tensor], blocks: str = "transformer_blocks.") -> dict[str, torch.Tensor]:
+    """`sd` with its transformer blocks' (keys under `blocks`) linear weights quantized as ComfyUI's int8 ConvRot
+    files store them."""
     try:
         from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
     except ImportError as e:  # comfy-kitchen is installed on Linux and Windows only, and not on the GPU machine
@@ -37,7 +38,7 @@ def int8_convrot(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     config = json.dumps({"format": INT8, "convrot": True, "convrot_groupsize": CONVROT_GROUP}).encode("utf-8")
     out = dict(sd)
     for key, weight in sd.items():
-        if not (key.startswith("transformer_blocks.") and key.endswith(".weight") and weight.ndim == 2):
+        if not (key.startswith(blocks) and key.endswith(".weight") and weight.ndim == 2):
             continue
         if weight.shape[1] % CONVROT_GROUP:
             continue

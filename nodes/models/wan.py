@@ -34,7 +34,7 @@ from diffusers.models.transformers.transformer_wan import WanRotaryPosEmbed
 
 from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
-from nodes.models import wan_vace
+from nodes.models import comfy_quant, wan_vace
 from nodes.models.components import DiffusionModel
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
@@ -380,6 +380,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     """A Wan DiffusionModel from a bare or `model.diffusion_model.`-prefixed file; float32 compute, as ComfyUI
     runs Wan on a CPU."""
     path = ref.sources[0] if ref.sources else None
+    if comfy_quant.is_quantized(state_dict):  # ComfyUI's int8 ConvRot files (wan2.1_14B_SCAIL_2_int8_convrot)
+        state_dict = comfy_quant.dequantize(state_dict, path, torch.float32)
     try:
         sd = to_wan_layout(state_dict)
         config = infer_config(sd)
@@ -392,6 +394,10 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     ref_conv = {k[len(REF_CONV) :]: sd.pop(k) for k in [k for k in sd if k.startswith(REF_CONV)]}
     camera = {k[len(CAMERA) :]: sd.pop(k) for k in [k for k in sd if k.startswith(CAMERA)]}
     emb_pos = sd.pop("img_emb.emb_pos", None)  # first-last-frame models; diffusers' converter has no name for it
+    from nodes.models import wan_scail  # it builds on this module
+
+    scail = wan_scail.variant(sd)  # SCAIL / SCAIL-2: pose (and identity mask) patch embeddings
+    scail_embeddings = wan_scail.pop_embeddings(sd)
     converted = convert_wan_transformer_to_diffusers(dict(sd))
     if emb_pos is not None:
         converted["condition_embedder.image_embedder.pos_embed"] = emb_pos
@@ -426,13 +432,22 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         module.rope = ReferenceRope(HEAD_DIM, PATCH, module.rope.max_seq_len)
         module.patch_embedding.register_forward_hook(functools.partial(_add_reference, module.ref_conv))
         module.proj_out.register_forward_hook(_drop_reference)
-    model_cls = WanDiffusionModel
+    model_cls, extra = WanDiffusionModel, {}
+    if scail is not None:
+        for name, weights in scail_embeddings.items():
+            setattr(module, name, build_module(lambda w=weights: wan_scail.embedding_for(w), weights, path, name))
+        model_cls, extra = wan_scail.WanScailDiffusionModel, {"scail2": scail == "scail2"}
     if path is not None and os.path.isfile(path) and wan_animate2.is_animate2(shapes_of(path)[1]):
         if config["in_channels"] != 36 or "image_dim" not in config:
             raise ModelLoadError(path, "metadata says Wan Animate 2, but the weights are not Wan 2.1 image-to-video's")
         model_cls = wan_animate2.WanAnimate2DiffusionModel
     return model_cls(
-        arch=arch, module=module, latent_format=latent_format(arch), sampling=dict(sampling_config(arch)), config=config
+        arch=arch,
+        module=module,
+        latent_format=latent_format(arch),
+        sampling=dict(sampling_config(arch)),
+        config=config,
+        **extra,
     )
 
 

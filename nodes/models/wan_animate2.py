@@ -131,13 +131,13 @@ def _rope(module: Any, frames: range, rows: int, cols: range) -> tuple[torch.Ten
     return out[0], out[1]
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Attention over [B, S, heads, head_dim] tensors, flattened back to [B, S, dim]."""
     out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
     return out.transpose(1, 2).flatten(2)
 
 
-def _qkv(attn: Any, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
+def qkv(attn: Any, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
     heads = attn.heads
     q = attn.norm_q(attn.to_q(x)).unflatten(2, (heads, -1))
     k = attn.norm_k(attn.to_k(x)).unflatten(2, (heads, -1))
@@ -145,7 +145,7 @@ def _qkv(attn: Any, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
     return _rotate(q, *rope), _rotate(k, *rope), v
 
 
-def _modulation(block: Any, temb: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def modulation(block: Any, temb: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (block.scale_shift_table + temb.float()).chunk(6, dim=1)
 
 
@@ -156,15 +156,15 @@ def _cross(attn: Any, x: torch.Tensor, context: torch.Tensor, image_tokens: int 
     text = context if image_tokens is None else context[:, image_tokens:]
     q = attn.norm_q(attn.to_q(x)).unflatten(2, (heads, -1))
     k = attn.norm_k(attn.to_k(text)).unflatten(2, (heads, -1))
-    out = _attend(q, k, attn.to_v(text).unflatten(2, (heads, -1)))
+    out = attend(q, k, attn.to_v(text).unflatten(2, (heads, -1)))
     if attn.add_k_proj is not None:
         image = context if image_tokens is None else context[:, :image_tokens]
         k_img = attn.norm_added_k(attn.add_k_proj(image)).unflatten(2, (heads, -1))
-        out = out + _attend(q, k_img, attn.add_v_proj(image).unflatten(2, (heads, -1)))
+        out = out + attend(q, k_img, attn.add_v_proj(image).unflatten(2, (heads, -1)))
     return attn.to_out[0](out)
 
 
-def _finish(
+def finish_block(
     block: Any, x: torch.Tensor, attn_out: torch.Tensor, mod: tuple, context: tuple[torch.Tensor, int | None]
 ) -> torch.Tensor:
     """The block after its self-attention: gated residual, cross-attention, feed-forward (diffusers' order)."""
@@ -175,12 +175,12 @@ def _finish(
     return (x.float() + block.ffn(h).float() * c_gate).type_as(x)
 
 
-def _normed(block: Any, x: torch.Tensor, mod: tuple) -> torch.Tensor:
+def normed(block: Any, x: torch.Tensor, mod: tuple) -> torch.Tensor:
     shift, scale = mod[0], mod[1]
     return (block.norm1(x.float()) * (1 + scale) + shift).type_as(x)
 
 
-def _context(module: Any, text: torch.Tensor, image: torch.Tensor | None) -> tuple[torch.Tensor, int | None]:
+def embed_context(module: Any, text: torch.Tensor, image: torch.Tensor | None) -> tuple[torch.Tensor, int | None]:
     """The embedded context (CLIP vision tokens first) and the number of CLIP vision tokens in it."""
     embedder = module.condition_embedder
     context = embedder.text_embedder(text)
@@ -191,7 +191,7 @@ def _context(module: Any, text: torch.Tensor, image: torch.Tensor | None) -> tup
     return context, image.shape[-2]
 
 
-def _time(module: Any, t: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def embed_time(module: Any, t: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     embedder = module.condition_embedder
     temb = embedder.time_embedder(embedder.timesteps_proj(t).to(like.dtype)).type_as(like)
     return temb, embedder.time_proj(embedder.act_fn(temb)).unflatten(1, (6, -1))
@@ -223,8 +223,8 @@ def forward(
     hw = gh * gw
     rope = _rope(module, range(f_gen), gh, range(gw))
     tokens = module.patch_embedding(x).flatten(2).transpose(1, 2).contiguous()
-    temb, mod_t = _time(module, t, tokens)
-    context_gen = _context(module, context, clip_fea)
+    temb, mod_t = embed_time(module, t, tokens)
+    context_gen = embed_context(module, context, clip_fea)
 
     pose = extra.pose
     x_pose = rope_pose = mod_pose = context_pose = None
@@ -240,10 +240,10 @@ def forward(
         # one frame after the generation's (past the reference slot), one latent width to the right
         w_patches = (w + PATCH[2] // 2) // PATCH[2]
         rope_pose = _rope(module, range(1, pose.shape[2] + 1), gh, range(w_patches, w_patches + gw))
-        mod_pose = _time(module, torch.ones_like(t.reshape(-1)), tokens)[1]
+        mod_pose = embed_time(module, torch.ones_like(t.reshape(-1)), tokens)[1]
         text_pose = context if extra.context_pose is None else extra.context_pose.to(context)
         image_pose = clip_fea if extra.clip_fea_pose is None else extra.clip_fea_pose.to(context)
-        context_pose = _context(module, text_pose, image_pose)
+        context_pose = embed_context(module, text_pose, image_pose)
 
     cache = pose_cache_read()
     stored = cache.dtype if cache is not None and x_pose is not None else None
@@ -252,28 +252,28 @@ def forward(
     for block in module.blocks:
         k_pose = v_pose = None
         if x_pose is not None:
-            mod = _modulation(block, mod_pose)
-            q, k, v = _qkv(block.attn1, _normed(block, x_pose, mod), rope_pose)
+            mod = modulation(block, mod_pose)
+            q, k, v = qkv(block.attn1, normed(block, x_pose, mod), rope_pose)
             k_pose, v_pose = k, v
             if stored is not None:  # a filled quantized cache: keys and values of the stored block input
-                _, k_pose, v_pose = _qkv(block.attn1, _normed(block, stored_pose_input(x_pose, stored), mod), rope_pose)
+                _, k_pose, v_pose = qkv(block.attn1, normed(block, stored_pose_input(x_pose, stored), mod), rope_pose)
             # the branch goes on at full precision: the next block's stored input was computed so
-            x_pose = _finish(block, x_pose, _attend(q, k, v), mod, context_pose)
+            x_pose = finish_block(block, x_pose, attend(q, k, v), mod, context_pose)
             if extra.pose_strength != 1.0:
                 v_pose = v_pose * extra.pose_strength
-        mod = _modulation(block, mod_t)
-        q, k, v = _qkv(block.attn1, _normed(block, tokens, mod), rope)
+        mod = modulation(block, mod_t)
+        q, k, v = qkv(block.attn1, normed(block, tokens, mod), rope)
         if extra.reference_strength != 1.0:
             v = torch.cat([v[:, :hw] * extra.reference_strength, v[:, hw:]], dim=1)
         if k_pose is None:
-            out = _attend(q, k, v)
+            out = attend(q, k, v)
         else:  # frame j attends every generation token and pose frame j - 1 (frame 0 has none)
-            parts = [_attend(q[:, :hw], k, v)]
+            parts = [attend(q[:, :hw], k, v)]
             for j in range(1, f_gen):
                 pk, pv = k_pose[:, (j - 1) * hw : j * hw], v_pose[:, (j - 1) * hw : j * hw]
-                parts.append(_attend(q[:, j * hw : (j + 1) * hw], torch.cat([k, pk], 1), torch.cat([v, pv], 1)))
+                parts.append(attend(q[:, j * hw : (j + 1) * hw], torch.cat([k, pk], 1), torch.cat([v, pv], 1)))
             out = torch.cat(parts, dim=1)
-        tokens = _finish(block, tokens, out, mod, context_gen)
+        tokens = finish_block(block, tokens, out, mod, context_gen)
 
     shift, scale = (module.scale_shift_table.to(temb.device) + temb.unsqueeze(1)).chunk(2, dim=1)
     out = module.proj_out((module.norm_out(tokens.float()) * (1 + scale) + shift).type_as(tokens))

@@ -23,6 +23,9 @@
   (16 input channels) in ComfyUI's scaled fp8 layout, as its wan2.2_t2v_*_fp8_scaled files are (_scaled_fp8);
 - diffusion_models/wan_animate_2_14B_tiny: Wan Animate 2, Wan 2.1 image-to-video's layout with the metadata
   ComfyUI tells it by (METADATA, animate2_model);
+- diffusion_models/wan2.1_14B_SCAIL_2_tiny: Wan SCAIL-2, Wan 2.1 image-to-video's layout with 20 input channels
+  and its pose and identity-mask patch embeddings (scail2_model), and wan2.1_14B_SCAIL_2_int8_convrot_tiny: the
+  same weights with the blocks' linear layers in ComfyUI's int8 ConvRot layout (written where comfy-kitchen is);
 - diffusion_models/wan2.2_fun_control_5B_tiny and wan2.2_fun_inpaint_5B_tiny: Wan 2.2 Fun 5B Control and InP (148
   and 100 input channels, 48 out; see _fun22_5b_models).
 bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
@@ -30,6 +33,7 @@ fixed text with one thread)."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 from pathlib import Path
@@ -41,6 +45,7 @@ from safetensors.torch import save_file
 from transformers import UMT5Config, UMT5EncoderModel
 
 from nodes.models.flux_demo import randomize_constants
+from nodes.models.marigold_demo import int8_convrot
 from nodes.models.qwen_image_vae import diffusers_to_wan
 from nodes.models.wan import HEAD_DIM
 from nodes.models.wan22_vae import RES_BLOCKS, diffusers_name
@@ -73,6 +78,8 @@ FILES = {
     "animate2": "diffusion_models/wan_animate_2_14B_tiny.safetensors",
     "fun22_5b_control": "diffusion_models/wan2.2_fun_control_5B_tiny.safetensors",
     "fun22_5b_inpaint": "diffusion_models/wan2.2_fun_inpaint_5B_tiny.safetensors",
+    "scail2": "diffusion_models/wan2.1_14B_SCAIL_2_tiny.safetensors",
+    "scail2_int8": "diffusion_models/wan2.1_14B_SCAIL_2_int8_convrot_tiny.safetensors",
 }
 # Wan Animate 2's files are Wan 2.1 image-to-video's layout told apart by this metadata (nodes.models.wan_animate2)
 METADATA = {"animate2": {"config": json.dumps({"transformer": {"model_type": "animate2"}})}}
@@ -282,6 +289,9 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     out.update(_t2v22_models(seed))
     out["animate2"] = animate2_model(seed)
     out.update(_fun22_5b_models(seed))
+    out["scail2"] = scail2_model(seed)
+    if importlib.util.find_spec("comfy_kitchen") is not None:  # it quantizes; absent on the GPU machine
+        out["scail2_int8"] = int8_convrot(out["scail2"], "blocks.")
     return out
 
 
@@ -306,6 +316,20 @@ def animate2_model(seed: int = SEED) -> dict[str, torch.Tensor]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 39)
         sd = _transformer(36, 16, torch.Generator().manual_seed(seed + 39), image_dim=CLIP_VISION_WIDTH)
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
+
+
+def scail2_model(seed: int = SEED) -> dict[str, torch.Tensor]:
+    """Wan SCAIL-2's tiny file: Wan 2.1 image-to-video's layout at 20 input channels (noise, 4 history channels),
+    `patch_embedding_pose` from 20 channels (pose latent, 4 of ones) and `patch_embedding_mask` from 28 (7 colours x
+    4 frames), from a generator of its own."""
+    gen = torch.Generator().manual_seed(seed + 41)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 41)
+        sd = _transformer(20, 16, gen, image_dim=CLIP_VISION_WIDTH)
+    for name, channels in (("patch_embedding_pose", 20), ("patch_embedding_mask", 28)):
+        sd[f"{name}.weight"] = torch.randn(HEAD_DIM, channels, 1, 2, 2, generator=gen) * 0.05
+        sd[f"{name}.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.05
     return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
 
