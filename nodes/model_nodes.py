@@ -62,6 +62,10 @@ class CLIPTextEncode:
             out = await call_model_fn("text_encode", ref, "clip", {}, {"text": text})
             # Anima's T5 ids, HiDream's Llama, a text mask, Hunyuan Image's ByT5 states
             anima = {k: out[k] for k in ANIMA_KEYS + HIDREAM_KEYS + TEXT_MASK_KEYS + BYT5_KEYS if k in out}
+            if "sam3_multi_cond" in out:  # SAM 3's comma-separated prompts, one entry each (ComfyUI's layout)
+                from nodes.models.sam3_text import multi_cond
+
+                anima["sam3_multi_cond"] = multi_cond(out)
             if "unprocessed_ltxav_embeds" in out:  # LTX-2.5's encoder: its connectors are the transformer's
                 anima["unprocessed_ltxav_embeds"] = True
             conditioning.append([out["cond"], {"pooled_output": out.get("pooled"), **anima, **extra}])

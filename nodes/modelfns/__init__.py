@@ -12,6 +12,7 @@ from nodes.modelfns import (  # noqa: F401
     ltx2_audio,
     minimax_h3_audio,
     photomaker,
+    sam3,
     style_model,
     text_encoder,
     text_generate,

@@ -383,6 +383,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_kandinsky5 = getattr(_optional("nodes.models.kandinsky5_demo"), "build_demo_kandinsky5", None)
         if build_kandinsky5 is not None:  # Kandinsky 5 Lite's video and image DiTs
             written += build_kandinsky5(models_dir)
+        build_sam3 = getattr(_optional("nodes.models.sam3_demo"), "build_demo_sam3", None)
+        if build_sam3 is not None:  # SAM 3.1 multiplex (detector, tracker and its CLIP in one checkpoint)
+            written += build_sam3(models_dir)
         build_hv_vae = getattr(_optional("nodes.models.hunyuan_video_vae_demo"), "build_demo_hunyuan_video_vae", None)
         if build_hv_vae is not None:  # HunyuanVideo 1.0's VAE (Kandinsky 5's video templates')
             written += build_hv_vae(models_dir)

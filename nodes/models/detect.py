@@ -77,6 +77,9 @@ QWEN_IMAGE21_MLP = ("transformer_blocks.0.img_mlp.gate_up.weight", "transformer_
 # them; its 32x VAE is told by its decoder's input convolution (nodes/models/hunyuan_image*.py).
 HUNYUAN_IMAGE_MARKER = "txt_in.individual_token_refiner.blocks.0.norm1.weight"
 HUNYUAN_IMAGE_VAE_MARKER = "decoder.conv_in.weight"
+# SAM 3 / SAM 3.1 (Comfy-Org/sam3.1's files): today's ComfyUI's model_detection keys; the propagation neck is 3.1's
+SAM3_MARKERS = ("detector.backbone.vision_backbone.trunk.blocks.0.attn.qkv.weight", "detector.transformer.decoder.query_embed.weight")
+SAM31_MARKER = "detector.backbone.vision_backbone.propagation_convs.0.conv_1x1.weight"
 WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
 WAN22_VAE_MARKER = "decoder.upsamples.0.upsamples.0.residual.2.weight"
 QWEN_IMAGE21_VAE_HEAD = "decoder.head.2.weight"
@@ -282,6 +285,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         arch = "sdxl" if "add_embedding.linear_1.weight" in shapes else "sd1"
         return info(arch, "controlnet", {"controlnet"}, "diffusers")
 
+    if all(k in shapes for k in SAM3_MARKERS):  # SAM 3 / 3.1 (nodes/models/sam3.py): detector, tracker and its CLIP
+        arch = "sam31" if SAM31_MARKER in shapes else "sam3"
+        return info(arch, "checkpoint", {"diffusion_model", "text_encoder"}, "comfy")
     seedvr2 = seedvr2_part(shapes)  # before the VAE rules, which its VAE's encoder.conv_in would meet
     if seedvr2 == "VAE":  # the causal video VAE (nodes/models/seedvr2_vae.py)
         return info("seedvr2", "vae", {"vae"}, "comfy")

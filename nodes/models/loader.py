@@ -367,6 +367,10 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     path, _ = _source(ref)
     infos = [probe(p) for p in ref.sources]
     clip_type = ref.option("clip_type")
+    if infos[0].arch in ("sam3", "sam31"):  # SAM 3's CLIP tower inside its checkpoint
+        from nodes.models import sam3_text
+
+        return sam3_text.load_text_encoder(ref, _sd(ref))
     if any(i.arch == "gemma4" for i in infos):
         # ComfyUI's CLIPLoader type ltxv on LTX-2.5's Gemma 4 file with its dual projection (lt.sd_detect).
         from nodes.models import ltx25_text

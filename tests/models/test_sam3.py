@@ -1,0 +1,134 @@
+"""SAM 3.1 (nodes/models/sam3.py, sam3_text.py, nodes/modelfns/sam3.py) on the tiny demo checkpoint in the released
+layout computes what today's ComfyUI's own modules compute on the same file (tests/models/fixtures/comfyui_sam3.json.xz,
+recorded by scripts/record_comfyui_sam3.py): the CLIP conditioning and masks (one prompt and `cat:2, dog`), the
+detector's boxes, scores, presence and mask logits within 1e-5, and SAM3_Detect's masks and boxes for text (refined
+0 and 2 times, several prompts as individual masks), points and boxes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from cluster.refs import ModelRef, file_digest
+from nodes.library.sam3 import normalised_boxes, text_prompts
+from nodes.modelfns.sam3 import Sam3Detect, Sam3DetectParams, resize
+from nodes.models.detect import probe
+from nodes.models.loader import load_text_encoder
+from nodes.models.safetensors_io import load_state_dict
+from nodes.models.sam3 import load_sam3
+from nodes.models.sam3_demo import FILE, build_demo_sam3
+from nodes.models.sam3_text import multi_cond
+from tests.float_tolerance import ulps_of_largest
+from tests.recorded_tensors import at_recorded, load_json, tensor
+
+RECORDED = load_json(Path(__file__).parent / "fixtures" / "comfyui_sam3.json.xz")
+
+
+def _image() -> torch.Tensor:
+    spec = RECORDED["image"]
+    gen = torch.Generator().manual_seed(spec["seed"])
+    img = torch.rand(1, spec["height"], spec["width"], 3, generator=gen) * 0.5
+    img[:, 10:40, 20:60] += 0.4  # as the recorder draws it
+    return img
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    (path,) = build_demo_sam3(tmp_path_factory.mktemp("sam3"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    clip = load_text_encoder(ModelRef("text_encoder", "sam31", (str(path),), (file_digest(path),)))
+    model = load_sam3(load_state_dict(str(path)), str(path))
+    yield path, clip, model
+    torch.set_num_threads(threads)
+
+
+def _close(ours: torch.Tensor, entry: dict, floor: float = 1e-5) -> None:
+    expected = tensor(entry)
+    got = at_recorded(ours, entry)
+    assert got.shape == expected.shape
+    assert torch.allclose(got, expected, atol=max(floor, ulps_of_largest(expected, 16)), rtol=0), (
+        (got - expected).abs().max()
+    )
+
+
+def _encode(clip, text: str) -> list:
+    tokens = clip.tokenize(text)
+    cond, _ = clip.encode(tokens)
+    extra = clip.extras(tokens)
+    opts = {"attention_mask": extra["attention_mask"]}
+    if "sam3_multi_cond" in extra:
+        opts["sam3_multi_cond"] = multi_cond(extra)
+    return [[cond, opts]]
+
+
+def test_the_demo_file_is_the_recorded_one_and_detected(loaded):
+    from scripts.comfyui_recording import sha256
+
+    path = loaded[0]
+    assert path.as_posix().endswith(FILE) and sha256(str(path)) == RECORDED["sha256"]
+    info = probe(str(path))
+    assert (info.arch, info.components) == ("sam31", frozenset({"diffusion_model", "text_encoder"}))
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED["text"]))
+def test_text_encoder_matches_comfyui(loaded, name):
+    entry = RECORDED["text"][name]
+    ((cond, opts),) = _encode(loaded[1], entry["text"])
+    _close(cond, entry["cond"])
+    assert torch.equal(opts["attention_mask"].float(), tensor(entry["attention_mask"]))
+    multi = opts.get("sam3_multi_cond")
+    assert (multi is None) == ("multi" not in entry)
+    for ours, rec in zip(multi or [], entry.get("multi", [])):
+        _close(ours["cond"], rec["cond"])
+        assert torch.equal(ours["attention_mask"].float(), tensor(rec["attention_mask"]))
+        assert ours["max_detections"] == rec["max_detections"]
+
+
+def test_detector_matches_comfyui(loaded):
+    _, clip, model = loaded
+    ((cond, opts),) = _encode(clip, RECORDED["text"]["single"]["text"])
+    image = _image()
+    with torch.no_grad():
+        det = model.detector.detect(
+            model.trunk(resize(image)), cond, opts["attention_mask"], orig_size=image.shape[1:3]
+        )
+    raw = RECORDED["raw"]
+    _close(det.boxes, raw["boxes"])
+    _close(det.scores, raw["scores"])
+    _close(det.presence, raw["presence"])
+    _close(det.masks, raw["masks"])
+
+
+@pytest.mark.parametrize("name", ["text_refine2", "multi_individual", "points", "boxes"])
+def test_sam3_detect_matches_comfyui(loaded, name):
+    _, clip, model = loaded
+    case = RECORDED["detect"][name]
+    kwargs = case["kwargs"]
+    image = _image()
+    prompts = text_prompts(_encode(clip, RECORDED["text"][case["prompt"]]["text"])) if case["prompt"] else []
+    import json
+
+    points = [[p["x"], p["y"], 1] for p in json.loads(kwargs.get("positive_coords", "[]"))]
+    points += [[p["x"], p["y"], 0] for p in json.loads(kwargs.get("negative_coords", "[]"))]
+    params = Sam3DetectParams(
+        refine_iterations=kwargs.get("refine_iterations", 2),
+        individual_masks=kwargs.get("individual_masks", False),
+        max_detections=[n for _, _, n in prompts],
+        boxes=normalised_boxes(kwargs.get("bboxes"), 1, image.shape[1], image.shape[2]),
+        points=points,
+    )
+    inputs = {"image": image}
+    for i, (c, m, _) in enumerate(prompts):
+        inputs[f"text.{i}"], inputs[f"mask.{i}"] = c, m
+    out = Sam3Detect().execute(model, inputs, params)
+    expected = tensor(case["masks"])
+    assert out["masks"].shape == expected.shape
+    assert int((out["masks"] != expected).sum()) == 0
+    boxes = [b for frame in case["bboxes"] for b in frame]
+    assert out["boxes"].shape[0] == len(boxes)
+    for ours, rec in zip(out["boxes"].tolist(), boxes):
+        want = [rec["x"], rec["y"], rec["width"], rec["height"], rec["score"]]
+        assert max(abs(a - b) for a, b in zip(ours[1:], want)) < 1e-4, (ours, rec)
