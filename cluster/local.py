@@ -6,10 +6,11 @@ path: same memory budget, layer cache and batching as an executor process, tenso
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -80,6 +81,20 @@ def set_threads(n: int) -> None:
     COMPUTE.submit(torch.set_num_threads, n).result()
 
 
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """torch's thread count on this thread set to `n` for the block (None: left as it is)."""
+    before = torch.get_num_threads()
+    if n is None or n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class SharedCompute(ThreadPoolExecutor):  # asyncio accepts only ThreadPoolExecutors as default executor
     """COMPUTE as an event loop's default executor: loops come and go (asyncio.run shuts its default
     executor down), the thread stays for the process. Its own pool is never used."""
@@ -112,9 +127,20 @@ class LocalRuntime(Runtime):
     (cluster.scheduling.batching.batch_tag, the head's grouping) up to `max_batch` samples, as one merged core run,
     after waiting at most `batch_window_s` from its arrival for the batch to fill (the head's window)."""
 
-    def __init__(self, core: ExecutorCore | None = None, max_batch: int = 1, batch_window_s: float = 0.02) -> None:
+    def __init__(
+        self,
+        core: ExecutorCore | None = None,
+        max_batch: int = 1,
+        batch_window_s: float = 0.02,
+        threads: int | None = None,
+    ) -> None:
         self.core = core or ExecutorCore.in_process()
         self.max_batch, self.batch_window_s = max_batch, batch_window_s
+        # torch's thread count while a ModelFn runs (serve's --executor-threads with --executors 0), or None
+        # for the compute thread's own. Only the ModelFns: node bodies keep the count they have in a server's
+        # head, because some CPU kernels round by it (a float32 bilinear resize differs between one thread
+        # and two on an AVX-512 CPU) and the two modes must give the same bits.
+        self.threads = threads
         self._io = DirectIO(torch.device(self.core.device))
         # torch already uses every core per op; one call at a time keeps results deterministic.
         self._lock = threading.Lock()
@@ -133,7 +159,7 @@ class LocalRuntime(Runtime):
         """Synchronous call: one dispatch through the core, on the calling thread. The ModelFn's own
         exception is raised again (its type matters: an interrupt, a bad input)."""
         part = _part(model, inputs, typed(get_model_fn(fn_name).Params, params))
-        with self._lock:
+        with self._lock, torch_threads(self.threads):
             (result,) = self.core.run(fn_name, [part], self._io)
         return _outputs(result)
 
@@ -190,7 +216,7 @@ class LocalRuntime(Runtime):
             self.batches_run += 1
             self.parts_batched += len(batch)
         try:
-            with self._lock:
+            with self._lock, torch_threads(self.threads):
                 results = self.core.run(batch[0].fn, [q.part for q in batch], self._io)
         except BaseException as e:  # noqa: BLE001 - the core reports faults per part; this is its own failure
             for q in batch:

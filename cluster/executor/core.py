@@ -166,8 +166,10 @@ class TensorIO(ABC):
 
 
 class DirectIO(TensorIO):
-    """In-process: the caller's tensors go in as they are (moved to the core's device if elsewhere) and
-    the outputs come back as the ModelFn made them; no copy through shared memory."""
+    """In-process: the caller's tensors go in (moved to the core's device if elsewhere) and the outputs come
+    back without a copy through shared memory. Both are made contiguous, as the data plane delivers them to
+    and from an executor process: a kernel may pick another algorithm for another memory layout (a conv on
+    a channels-last view rounds differently), and the two modes must give the same bits."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -176,7 +178,9 @@ class DirectIO(TensorIO):
         return contextlib.nullcontext()
 
     def inputs(self, fn: ModelFn, part: Part) -> dict[str, Any]:
-        placed = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in part.inputs.items()}
+        placed = {
+            k: v.to(self.device).contiguous() if isinstance(v, torch.Tensor) else v for k, v in part.inputs.items()
+        }
         placed.update({k: None for k in part.nulls})
         return placed
 
@@ -184,7 +188,7 @@ class DirectIO(TensorIO):
         return sum(v.numel() * v.element_size() for v in part.inputs.values() if isinstance(v, torch.Tensor))
 
     def deliver(self, outputs: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor | None]:
-        return outputs
+        return {k: v.contiguous() if isinstance(v, torch.Tensor) else v for k, v in outputs.items()}
 
 
 class ExecutorCore:

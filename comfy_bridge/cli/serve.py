@@ -406,10 +406,8 @@ def _serve(args: argparse.Namespace) -> int:
         from cluster.modelfn import warm_up_all
 
         head, runtime = None, default_local_runtime(max_batch(args), args.batch_window_ms / 1000)
-        if args.executor_threads:  # the in-process ModelFns compute as one executor of that many threads would
-            from cluster.local import set_threads
-
-            set_threads(args.executor_threads)
+        # the in-process ModelFns compute as one executor of that many threads would; node bodies as in a head
+        runtime.threads = args.executor_threads or None
         # The model code is imported before the server listens, not in the first prompt. Not on a thread
         # beside the server: diffusers' and transformers' lazy modules are not safe to import from two
         # threads at once (a node body importing one while the warm-up does fails with a KeyError).

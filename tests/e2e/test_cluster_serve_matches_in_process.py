@@ -1,5 +1,5 @@
 """`comfy-cluster serve --executors 2` runs every shipped workflow through two executor processes, and
-the images are bit-identical to the in-process run (one torch thread everywhere)."""
+the images are bit-identical to the in-process run (ModelFns on one torch thread in both)."""
 
 from __future__ import annotations
 
@@ -18,36 +18,11 @@ import pytest
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[2]
-# A known defect, open (issue 38): zimage_fun_controlnet's image differs by 1581 values between two one-thread
-# executors and the in-process run, while the default executor and `--executors 0` agree within 1/255 (its own
-# e2e test). Not a batch effect (CFG 1: no split, no batch); its control image's VAE encoding was seen to differ
-# between the modes, cause not yet found. (pixeldit_t2i and wan_animate2 differed too until their networks were
-# made batch-invariant: PixelDiT's one-row modulations and Wan's Conv3d patch embedding, nodes.models.
-# batch_invariant.) strict: the mark fails as soon as it is fixed.
-NOT_YET_IDENTICAL = {"zimage_fun_controlnet"}
-# A known defect, open (issue 41): on a CPU with AVX-512 (seen on a Xeon with AVX-512 and AMX; these passed on the
-# AVX2 machines before), the two LTX image-to-video workflows differ by about 45 values between two one-thread
-# executors and the in-process run. Not MKL (strict reproducibility is on, cluster/__init__.py), not ATen's or
-# oneDNN's instruction set (pinning either to AVX2 did not change it); cause not yet found. strict: the mark fails as
-# soon as it is fixed there; elsewhere the workflows must match.
-AVX512 = Path("/proc/cpuinfo").exists() and " avx512f" in Path("/proc/cpuinfo").read_text()
-NOT_YET_IDENTICAL_ON_AVX512 = {"ltxv_image_to_video", "ltx2_5_i2v"}
-
-
-def _param(path: Path):
-    if path.stem in NOT_YET_IDENTICAL:
-        return pytest.param(
-            path, marks=pytest.mark.xfail(strict=True, reason="images differ between the modes (NOT_YET_IDENTICAL)")
-        )
-    if path.stem in NOT_YET_IDENTICAL_ON_AVX512:
-        reason = "images differ between the modes on AVX-512 CPUs (NOT_YET_IDENTICAL_ON_AVX512)"
-        return pytest.param(path, marks=pytest.mark.xfail(AVX512, strict=True, reason=reason))
-    return path
-
-
-WORKFLOWS = [
-    _param(p) for p in sorted(p for p in (REPO / "workflows_json").glob("*.json") if not p.name.endswith(".ui.json"))
-]
+# (pixeldit_t2i and wan_animate2 differed until their networks were made batch-invariant: PixelDiT's one-row
+# modulations and Wan's Conv3d patch embedding, nodes.models.batch_invariant; zimage_fun_controlnet until the
+# in-process ModelFns got contiguous tensors as an executor does, cluster.executor.core.DirectIO; the LTX
+# image-to-video workflows until node bodies ran with the head's thread count in both modes, cluster.local.)
+WORKFLOWS = sorted(p for p in (REPO / "workflows_json").glob("*.json") if not p.name.endswith(".ui.json"))
 
 
 def _get(url: str) -> bytes:
@@ -57,6 +32,18 @@ def _get(url: str) -> bytes:
 @pytest.fixture(scope="module")
 def cluster_server(serve):
     return serve("--executors", "2", "--executor-threads", "1")
+
+
+@pytest.fixture
+def one_thread_model_fns():
+    """In-process as `serve --executors 0 --executor-threads 1` computes: ModelFns on one thread, node bodies
+    with the thread count they have in the server's head (torch's default), which some CPU kernels round by."""
+    from cluster.local import default_local_runtime
+
+    runtime = default_local_runtime()
+    before, runtime.threads = runtime.threads, 1
+    yield
+    runtime.threads = before
 
 
 def _run_on_server(base: str, prompt: dict) -> list[np.ndarray]:
@@ -88,7 +75,7 @@ def _decoded(source, name: str) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.stem)
-def test_two_executors_give_the_in_process_images(cluster_server, demo_workspace, workflow, fixed_threads):
+def test_two_executors_give_the_in_process_images(cluster_server, demo_workspace, workflow, one_thread_model_fns):
     from comfy_bridge.cli.run import run_prompt
     from comfy_bridge.registry import build_registry
 
