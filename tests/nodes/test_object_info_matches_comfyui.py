@@ -30,6 +30,8 @@ MINIMAX_H3 = Path(__file__).resolve().parent / "fixtures" / "comfyui_minimax_h3_
 QWEN_IMAGE21 = Path(__file__).resolve().parent / "fixtures" / "comfyui_qwen_image21_object_info.json"
 # Wan Animate 2's nodes (newer than every ComfyUI that runs here), from the newest source; the file says which commit.
 WAN_ANIMATE2 = Path(__file__).resolve().parent / "fixtures" / "comfyui_wan_animate2_object_info.json"
+# Wan SCAIL-2's two nodes (newer than every ComfyUI that runs here): the newest source's schemas
+WAN_SCAIL = Path(__file__).resolve().parent / "fixtures" / "comfyui_wan_scail_object_info.json"
 # TextEncodeMageFlowEdit (newer than every ComfyUI that runs here), from the newest source.
 MAGE_FLOW = Path(__file__).resolve().parent / "fixtures" / "comfyui_mage_flow_object_info.json"
 # SeedVR2's nodes (newer than every ComfyUI that runs here), from the newest source.
@@ -126,6 +128,7 @@ def reference() -> dict[str, dict]:
         **json.loads(MINIMAX_H3.read_text())["classes"],
         **json.loads(QWEN_IMAGE21.read_text())["classes"],
         **json.loads(WAN_ANIMATE2.read_text())["classes"],
+        **json.loads(WAN_SCAIL.read_text())["classes"],
         **json.loads(SEEDVR2.read_text())["classes"],
         **load_json(HUNYUAN_VIDEO15)["object_info"],
         **load_json(KANDINSKY5)["object_info"],
