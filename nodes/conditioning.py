@@ -24,6 +24,8 @@ from nodes.models.svd import DEFAULT_ADM as SVD_DEFAULT_ADM
 
 # Stable Video Diffusion's ADM values on a cond (ComfyUI's option names), in the order its model embeds them
 SVD_ADM_KEYS = ("fps", "motion_bucket_id", "augmentation_level")
+# WanSoundImageToVideo's values for the Wan S2V model: audio features, raw motion and control latents
+S2V_KEYS = ("audio_embed", "reference_motion", "control_video")
 
 # SDXL's size conditioning (CLIPTextEncodeSDXL and the refiner's encoder); unset values default to the
 # latent's size in pixels, no crop, as ComfyUI's SDXL model does.
@@ -112,6 +114,7 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["concat_mask_index"] = int(opts["concat_mask_index"])
         if opts.get("time_dim_concat") is not None:  # WanPhantomSubjectToVideo: raw latent frames after the video's
             tensors[f"{key}.time_dim_concat"] = opts["time_dim_concat"]
+        tensors.update({f"{key}.{k}": opts[k] for k in S2V_KEYS if opts.get(k) is not None})
         if opts.get("guiding_frame_index") is not None:  # HunyuanImageToVideo v2 (replace): first-frame tokens
             entry["guiding_frame_index"] = float(opts["guiding_frame_index"])
         if opts.get("ref_latent") is not None:  # HunyuanImageToVideo custom: a raw reference latent

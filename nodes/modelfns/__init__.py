@@ -4,6 +4,7 @@
 from cluster.refs import find_copies_with  # noqa: E402
 from nodes import workspace  # noqa: E402
 from nodes.modelfns import (  # noqa: F401
+    audio_encoder,
     clip_vision,
     denoise,
     discriminator,

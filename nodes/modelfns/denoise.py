@@ -38,6 +38,7 @@ from nodes.sampling.sampler_base import DENOISED
 from nodes.sampling.samplers import get_sampler, run_step
 
 STATE_PREFIX = "state."
+S2V_KEYS = ("audio_embed", "reference_motion", "control_video")  # Wan S2V's inputs (nodes.conditioning's)
 # inputs a context window leaves whole: the sampler's and the inpainting's tensors over the whole latent
 _UNCUT = ("x", "sigmas", "noise", "latent_image", "denoise_mask")
 
@@ -350,6 +351,7 @@ class GuidedDenoiser:
                 f"{e['key']}.concat_latent_image" in self.inputs,
                 _shape(self.inputs.get(f"{e['key']}.time_dim_concat")),  # Wan Phantom: its subject frames
                 _shape(self.inputs.get(f"{e['key']}.time_dim_replace")),  # Kandinsky 5: its start latent
+                tuple(_shape(self.inputs.get(f"{e['key']}.{n}")) for n in S2V_KEYS),  # Wan S2V's inputs
                 e.get("guiding_frame_index"),  # HunyuanVideo v2 (replace): token replacement per pass
                 _shape(self.inputs.get(f"{e['key']}.ref_latent")),  # HunyuanVideo custom: its reference latent
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
@@ -513,6 +515,13 @@ class GuidedDenoiser:
                 [p.expand(n, *p.shape[1:]) if p.shape[0] == 1 else p for p in rows]
             )
         subjects = stacked("time_dim_concat")
+        audio = stacked("audio_embed")
+        if audio is not None:  # Wan S2V: the audio encoder's layers, as its node bucketed them
+            cond["audio_embed"] = audio.to(device)
+        for name in S2V_KEYS[1:]:  # Wan S2V: motion and control latents, in model space (ComfyUI's process_latent_in)
+            value = stacked(name)
+            if value is not None:
+                cond[name] = self.model.latent_format.process_in(value).to(device)
         if subjects is not None:  # Wan Phantom: subject latent frames after the video's, in model space
             cond["time_dim_concat"] = self.model.latent_format.process_in(subjects.to(device))
         start = stacked("time_dim_replace")

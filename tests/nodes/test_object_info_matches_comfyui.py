@@ -38,6 +38,9 @@ MAGE_FLOW = Path(__file__).resolve().parent / "fixtures" / "comfyui_mage_flow_ob
 SEEDVR2 = Path(__file__).resolve().parent / "fixtures" / "comfyui_seedvr2_object_info.json"
 # HunyuanVideo 1.5's two nodes, recorded from ComfyUI 0.10.0 with the family's numbers (object_info of that fixture).
 HUNYUAN_VIDEO15 = REPO / "tests" / "models" / "fixtures" / "comfyui_hunyuan_video15.json.xz"
+# Wan 2.2 S2V's four nodes (audio encoder loader and encode, WanSoundImageToVideo and its Extend), recorded from
+# ComfyUI 0.3.64 with the family's numbers (object_info of that fixture; its server had no torchaudio for the other)
+WAN_S2V = REPO / "tests" / "models" / "fixtures" / "comfyui_wan_s2v.json.xz"
 # Kandinsky 5's two nodes, recorded from ComfyUI 0.10.0 with the family's numbers (object_info of that fixture).
 KANDINSKY5 = REPO / "tests" / "models" / "fixtures" / "comfyui_kandinsky5.json.xz"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
@@ -69,6 +72,7 @@ FILE_COMBOS = {
     "font",
     "text_encoder",  # LTXAVTextEncoderLoader's text_encoders files
     "photomaker_model_name",  # PhotoMakerLoader's photomaker files
+    "audio_encoder_name",  # AudioEncoderLoader's audio_encoders files
 }
 NOT_COMPARED_OPTIONS = {"tooltip"}
 # The cluster's own nodes, which ComfyUI does not have.
@@ -136,6 +140,7 @@ def reference() -> dict[str, dict]:
     }
 
 
+        **load_json(WAN_S2V)["object_info"],
 @pytest.fixture(scope="module")
 def ours(demo_workspace) -> dict[str, dict]:
     from comfy_bridge.registry import build_registry

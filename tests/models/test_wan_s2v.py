@@ -1,0 +1,128 @@
+"""Wan 2.2 sound-to-video checked against ComfyUI 0.3.64 on the tiny files (nodes/models/wan_s2v_demo.py).
+
+tests/models/fixtures/comfyui_wan_s2v.json.xz was recorded by scripts/record_comfyui_wan_s2v.py: ComfyUI's
+wav2vec 2.0 audio encoder, WanSoundImageToVideo / WanSoundImageToVideoExtend (without a VAE) and WanModel_S2V on
+these files' tensors."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from nodes.library.wan_s2v import WanSoundImageToVideo, WanSoundImageToVideoExtend, audio_bucket
+from nodes.loaders import make_ref
+from nodes.models import loader
+from nodes.models.audio_encoder import load_audio_encoder
+from nodes.models.detect import probe
+from nodes.models.wan_s2v import WanS2VDiffusionModel
+from nodes.models.wan_s2v_demo import FILES, build_demo_wan_s2v
+from tests.recorded_tensors import at_recorded, load_json, tensor
+
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_wan_s2v.json.xz")
+ATOL, RTOL = 1e-5, 1e-4
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("s2v")
+    build_demo_wan_s2v(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def encoder(models):
+    path = models / FILES["audio_encoder"]
+    return load_audio_encoder(load_file(path), str(path))
+
+
+@pytest.fixture(scope="module")
+def model(models):
+    path = models / FILES["s2v"]
+    return loader.load_diffusion_model(make_ref("diffusion_model", probe(path).arch, [path]))
+
+
+def _close(ours: torch.Tensor, entry: dict) -> None:
+    ref = tensor(entry)
+    ours = at_recorded(ours.detach().float(), entry)
+    assert ours.shape == ref.shape
+    torch.testing.assert_close(ours, ref, atol=ATOL, rtol=RTOL)
+
+
+def test_tiny_files_are_the_recorded_ones(models) -> None:
+    for name, rec in FIXTURE["files"].items():
+        assert rec["path"] == FILES[name]
+        assert hashlib.sha256((models / FILES[name]).read_bytes()).hexdigest() == rec["sha256"], "re-record"
+
+
+@pytest.mark.parametrize("case", ["stereo", "batch2"])
+def test_audio_encoder_matches_comfyui(encoder, case) -> None:
+    rec = FIXTURE["audio_encoder"][case]
+    last, layers = encoder.encode(tensor(rec["waveform"]))
+    assert layers.shape[0] == 25
+    _close(last, rec["encoded"])
+    _close(layers, rec["all_layers"])
+
+
+def _encoded(encoder) -> dict:
+    wave = tensor(FIXTURE["audio_encoder"]["stereo"]["waveform"])
+    last, layers = encoder.encode(wave)
+    return {"encoded_audio": last, "encoded_audio_all_layers": tuple(layers.unbind(0)), "audio_samples": wave.shape[2]}
+
+
+def _check_values(conditioning: list, rec: dict) -> None:
+    opts = conditioning[0][1]
+    assert sorted(k for k in ("audio_embed", "control_video", "reference_motion") if k in opts) == sorted(rec)
+    for key, entry in rec.items():
+        _close(opts[key], entry)
+
+
+@pytest.mark.parametrize("case", ["first", "extend", "extend_past_audio"])
+def test_nodes_condition_as_comfyui(encoder, case) -> None:
+    rec = FIXTURE["nodes"][case]
+    text = [[torch.zeros(1, 4, 32), {}]]
+    encoded = _encoded(encoder)
+    if case == "first":
+        args = rec["inputs"]
+        node = WanSoundImageToVideo().execute(text, text, None, audio_encoder_output=encoded, **args)
+    else:
+        latent = {"samples": tensor(rec["inputs"]["video_latent"])}
+        node = WanSoundImageToVideoExtend().execute(
+            text, text, None, rec["inputs"]["length"], latent, audio_encoder_output=encoded
+        )
+    positive, negative, latent = asyncio.run(node)
+    _check_values(positive, rec["positive"])
+    _check_values(negative, rec["negative"])
+    assert list(latent["samples"].shape) == rec["latent_shape"]
+
+
+def test_audio_bucket_pads_whole_clips_with_zeros() -> None:
+    features = torch.arange(1.0, 11.0).reshape(1, 10, 1)  # 10 frames at 30 fps = 1/3 s
+    bucket = audio_bucket(features, 8)  # one clip of 8 frames at 16 fps: 15 frames at 30 fps, 10 of them audio
+    assert bucket.shape == (1, 1, 1, 8)
+    # frame k reads 30 fps frame round(1.875 k): 0 2 4 6 8 (7.5 to even) 9 11 13, the last two past the audio
+    assert bucket[0, 0, 0].tolist() == [1.0, 3.0, 5.0, 7.0, 9.0, 10.0, 0.0, 0.0]
+
+
+def test_detected_as_s2v(model) -> None:
+    assert isinstance(model, WanS2VDiffusionModel)
+
+
+@pytest.mark.parametrize("case", ["all", "no_motion", "short_motion", "bare"])
+def test_network_matches_comfyui(model, case) -> None:
+    rec = FIXTURE["model"]
+    inputs = {k: tensor(v) for k, v in rec["inputs"].items()}
+    keys = rec["cases"][case]["inputs"]
+    cond = {"context": inputs["context"]}
+    for key in keys:
+        if key == "reference_latent":
+            cond["ref_latents"] = [inputs[key]]
+        else:
+            cond["reference_motion" if key == "short_motion" else key] = inputs[key]
+    with torch.no_grad():
+        out = model.apply(inputs["x"], inputs["timestep"], cond)
+    _close(out, rec["cases"][case]["out"])
