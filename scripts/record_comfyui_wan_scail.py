@@ -13,7 +13,8 @@ Nothing of ComfyUI is copied here. Run inside ComfyUI 0.10.0's environment:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:<REF_DIR>:/work/main/scripts:. OMP_NUM_THREADS=1 \\
         <venv>/bin/python /work/main/scripts/record_comfyui_wan_scail.py \\
-        /work/main/tests/models/fixtures/comfyui_wan_scail.json.xz <models dir>
+        /work/main/tests/models/fixtures/comfyui_wan_scail.json.xz <models dir> <input dir> \\
+        /work/main/workflows_json/wan_scail2.json
 
 ComfyUI builds Wan 2.1's image embedding for 1280-wide CLIP-H states and a 4096-wide text embedding; the tiny file's
 widths are read from it. Attention is ComfyUI's attention_pytorch.
@@ -23,18 +24,26 @@ with one reference and no masks (SCAIL's inputs), without CLIP states, and witho
 WAN21_SCAIL2's extra_conds makes from WanSCAILToVideo's values; WanSCAILToVideo's outputs on seeded images
 (replacement mode with two references, their masks, a pose window, pose_strength, an offset and previous frames;
 and animation mode with one reference and no masks); and SCAIL2ColoredMask's images on a seeded track of three
-objects (each sort, object_indices, both modes; reference masks as a track, as a MASK and absent).
+objects (each sort, object_indices, both modes; reference masks as a track, as a MASK and absent); and the workflow
+workflows_json/wan_scail2.json run node by node with 0.10.0's node classes and the newest source's WanSCAILToVideo
+and WAN21_SCAIL2 model (loaded by UNETLoader through the newest detection rule and model config): the frames
+VAEDecode gives. The tiny text encoder, VAE and CLIP vision model are given to ComfyUI's classes as
+scripts/record_comfyui_wan.py does (its helpers are reused).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, write_json
+from comfyui_recording import b64, comfyui_on_cpu, png_rgb, run_node, write_json
 
-OUT, MODELS = sys.argv[1:3]
+OUT, MODELS, INPUT, WORKFLOW = sys.argv[1:5]
+sys.argv[1:] = [OUT, MODELS, INPUT, WORKFLOW, WORKFLOW]  # record_comfyui_wan reads its own arguments on import
+import record_comfyui_wan as wan  # noqa: E402  (ComfyUI's modules, the tiny widths, the node helpers)
+
 comfyui_on_cpu()
 import comfy.ldm.modules.attention as attention  # noqa: E402
 import comfy.ldm.wan.model  # noqa: E402
@@ -264,6 +273,75 @@ def record_colored_masks() -> dict:
     }
 
 
+def scail_detection() -> None:
+    """ComfyUI 0.10.0 loads the tiny SCAIL-2 file as the newest one does: the model type from its keys (the
+    newest model_detection's rule) and a supported-model entry for it (the newest WAN21_SCAIL2 config) giving the
+    newest source's WAN21_SCAIL2 model from REF_DIR."""
+    import comfy.model_detection
+    import comfy.supported_models as supported
+
+    detect = comfy.model_detection.detect_unet_config
+
+    def detect_scail(state_dict, key_prefix, metadata=None):
+        cfg = detect(state_dict, key_prefix, metadata=metadata)
+        if cfg is not None and cfg.get("image_model") == "wan2.1":
+            if f"{key_prefix}patch_embedding_mask.weight" in state_dict:
+                cfg["model_type"] = "scail2"
+        return cfg
+
+    comfy.model_detection.detect_unet_config = detect_scail
+
+    class Scail2(supported.WAN21_T2V):
+        unet_config = {"image_model": "wan2.1", "model_type": "scail2"}
+
+        def get_model(self, state_dict, prefix="", device=None):
+            return scail_model_ref.WAN21_SCAIL2(self, device=device)
+
+    supported.models.insert(0, Scail2)
+
+
+def record_workflow() -> dict:
+    """workflows_json/wan_scail2.json node by node with ComfyUI's classes (0.10.0's, the newest source's
+    WanSCAILToVideo): the frames of the VAEDecode that CreateVideo shows."""
+    import comfy_extras.nodes_video as video
+    import folder_paths
+
+    import nodes
+
+    folder_paths.set_input_directory(INPUT)
+    for kind in ("diffusion_models", "text_encoders", "vae", "clip_vision", "loras"):
+        folder_paths.add_model_folder_path(kind, f"{MODELS}/{kind}", is_default=True)
+    wan.tiny_widths()
+    scail_detection()
+    classes = wan.node_classes()
+    classes.update(
+        LoadVideo=video.LoadVideo,
+        GetVideoComponents=video.GetVideoComponents,
+        ImageInvert=nodes.ImageInvert,
+        WanSCAILToVideo=nodes_scail_ref.WanSCAILToVideo,
+    )
+    with open(WORKFLOW) as f:
+        prompt = json.load(f)
+    results: dict[str, tuple] = {}
+
+    def value(v):
+        return run(v[0])[v[1]] if isinstance(v, list) else v
+
+    def run(node_id: str) -> tuple:
+        if node_id not in results:
+            node = prompt[node_id]
+            kind, raw = node["class_type"], node["inputs"]
+            if kind == "CLIPVisionLoader":
+                results[node_id] = wan.load_clip_vision(value(raw["clip_name"]))
+            else:
+                results[node_id] = run_node(classes[kind], {k: value(v) for k, v in raw.items()})
+        return results[node_id]
+
+    (create,) = [v for v in prompt.values() if v["class_type"] == "CreateVideo"]
+    decode = create["inputs"]["images"][0]
+    return {"prompt": prompt, "frames": png_rgb(run(decode)[0])}
+
+
 def main() -> None:
     path = f"{MODELS}/{FILE}"
     sd = {k: v.float() for k, v in comfy.utils.load_torch_file(path).items()}
@@ -286,6 +364,7 @@ def main() -> None:
             "extra_conds": record_extra_conds(),
             "nodes": record_nodes(vae),
             "colored_masks": record_colored_masks(),
+            "workflow": record_workflow(),
         },
     )
 

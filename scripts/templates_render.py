@@ -179,6 +179,19 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^wan_animate_2_", r"^Wan2_1_VAE", "wan_2.1_vae_tiny.safetensors"),
     (r"^wan_animate_2_", r"^clip_vision_h", "clip-vision-tiny.safetensors"),
     (r"^wan_animate_2_", r"^lightx2v_I2V_14B_480p", "wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors"),
+    # Wan SCAIL-2 (nodes/models/wan_demo.py: Wan 2.1 image-to-video's layout at 20 input channels with the pose and
+    # identity-mask patch embeddings; its int8 ConvRot twin); its two LoRAs (lightx2v's I2V 14B distill LoRA and
+    # the SCAIL-2 DPO LoRA, both on the Wan 2.1 14B blocks) take the tiny i2v LoRA, of those blocks' shapes
+    (None, r"^wan2\.1_14B_SCAIL_2_int8_convrot", "wan2.1_14B_SCAIL_2_int8_convrot_tiny.safetensors"),
+    (None, r"^wan2\.1_14B_SCAIL_2", "wan2.1_14B_SCAIL_2_tiny.safetensors"),
+    (r"^wan2\.1_14B_SCAIL_2", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
+    (r"^wan2\.1_14B_SCAIL_2", r"^Wan2_1_VAE", "wan_2.1_vae_tiny.safetensors"),
+    (r"^wan2\.1_14B_SCAIL_2", r"^clip_vision_h", "clip-vision-tiny.safetensors"),
+    (
+        r"^wan2\.1_14B_SCAIL_2",
+        r"^(lightx2v_I2V_14B_480p|wan2\.1_SCAIL_2_DPO_lora)",
+        "wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
+    ),
     # Wan 2.2 S2V (nodes/models/wan_s2v_demo.py): the S2V model, its wav2vec 2.0 encoder and the lightx2v Wan 2.2
     # text-to-video LoRA the template loads onto it
     (None, r"^wan2\.2_s2v_14B", "wan2.2_s2v_14B_tiny.safetensors"),
