@@ -94,12 +94,12 @@ def tiny_s2v():
 
 
 def record_audio(encoder, gen: torch.Generator) -> tuple[dict, dict]:
-    """The encoder on a stereo waveform (1.3 s) and on a batch of two mono ones (1 s); returns (records, the stereo
+    """The encoder on a stereo waveform (1 s) and on a batch of two mono ones (0.5 s); returns (records, the stereo
     output for the nodes)."""
     out = {}
     waves = {
-        "stereo": 0.3 * torch.randn(1, 2, 20800, generator=gen),
-        "batch2": 0.2 * torch.randn(2, 1, 16000, generator=gen) + 0.05,
+        "stereo": 0.3 * torch.randn(1, 2, 16000, generator=gen),
+        "batch2": 0.2 * torch.randn(2, 1, 8000, generator=gen) + 0.05,
     }
     kept = None
     for name, wave in waves.items():
@@ -161,7 +161,7 @@ def record_nodes(encoded: dict, gen: torch.Generator) -> dict:
 
 
 def record_model(model, gen: torch.Generator) -> dict:
-    b, frames, h, w = 2, 3, 8, 16
+    b, frames, h, w = 2, 3, 8, 8
     inputs = {
         "x": torch.randn(b, 16, frames, h, w, generator=gen),
         "timestep": torch.tensor([700.0, 250.0]),
@@ -269,7 +269,7 @@ def record_workflow() -> dict:
 
     (create,) = [k for k, v in prompt.items() if v["class_type"] == "CreateVideo"]
     frames = run(create)[0]
-    return {"prompt": prompt, "frames": png_rgb(frames)}
+    return {"prompt": prompt, "frames": png_rgb(frames, MAX)}
 
 
 def main() -> None:

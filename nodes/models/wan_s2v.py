@@ -46,10 +46,6 @@ AUDIO_FRAMES_PER_LATENT = 4
 ROPE_THETA = 10000.0
 
 
-def is_s2v(sd: Mapping[str, Any]) -> bool:
-    return MARKER in sd
-
-
 class CausalConv1d(nn.Module):
     """A 1-D convolution over time, the past replicated in front so that no output reads a later input."""
 
@@ -383,12 +379,12 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     transformer (loaded by nodes.models.wan, LoRAs included) with S2VParts beside it; every other file is
     nodes.models.wan's."""
     path = ref.sources[0] if ref.sources else None
+    if not any(k.endswith(MARKER) for k in state_dict):  # by name first: the other Wan files are loaded once
+        return wan.load_diffusion_model(ref, state_dict)
     try:
         sd = wan.to_wan_layout(state_dict)
-    except ValueError:
-        return wan.load_diffusion_model(ref, state_dict)
-    if not is_s2v(sd):
-        return wan.load_diffusion_model(ref, state_dict)
+    except ValueError as e:
+        raise ModelLoadError(path, f"not a usable Wan S2V model: {e}") from None
     parts = {k: v for k, v in sd.items() if k.startswith(PREFIXES)}
     model = wan.load_diffusion_model(ref, {k: v for k, v in sd.items() if k not in parts})
     config = model.config

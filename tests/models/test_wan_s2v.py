@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from nodes.library.wan_s2v import WanSoundImageToVideo, WanSoundImageToVideoExtend, audio_bucket
 from nodes.loaders import make_ref
 from nodes.models import loader
 from nodes.models.audio_encoder import load_audio_encoder
 from nodes.models.detect import probe
+from nodes.models.errors import ModelLoadError
 from nodes.models.wan_s2v import WanS2VDiffusionModel
-from nodes.models.wan_s2v_demo import FILES, build_demo_wan_s2v
+from nodes.models.wan_s2v_demo import FILES, build_demo_wan_s2v, s2v_model
 from tests.recorded_tensors import at_recorded, load_json, tensor
 
 FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_wan_s2v.json.xz")
@@ -110,6 +111,16 @@ def test_audio_bucket_pads_whole_clips_with_zeros() -> None:
 
 def test_detected_as_s2v(model) -> None:
     assert isinstance(model, WanS2VDiffusionModel)
+    assert len(model.module.s2v.audio_injector.injector) == 12 and len(model.module.blocks) == 5
+
+
+def test_a_broken_s2v_file_is_refused_by_name(tmp_path) -> None:
+    sd = s2v_model()
+    del sd["audio_injector.injector.3.k.weight"]
+    path = tmp_path / "broken_s2v.safetensors"
+    save_file(sd, path)
+    with pytest.raises(ModelLoadError, match="Wan S2V parts"):
+        loader.load_diffusion_model(make_ref("diffusion_model", probe(path).arch, [path]))
 
 
 @pytest.mark.parametrize("case", ["all", "no_motion", "short_motion", "bare"])
