@@ -350,8 +350,8 @@ class GuidedDenoiser:
                 # an entry with an edit image and one without never share a pass (ComfyUI's conds cannot concat)
                 f"{e['key']}.concat_latent_image" in self.inputs,
                 _shape(self.inputs.get(f"{e['key']}.time_dim_concat")),  # Wan Phantom: its subject frames
-                _shape(self.inputs.get(f"{e['key']}.time_dim_replace")),  # Kandinsky 5: its start latent
                 tuple(_shape(self.inputs.get(f"{e['key']}.{n}")) for n in S2V_KEYS),  # Wan S2V's inputs
+                _shape(self.inputs.get(f"{e['key']}.time_dim_replace")),  # Kandinsky 5: its start latent
                 e.get("guiding_frame_index"),  # HunyuanVideo v2 (replace): token replacement per pass
                 _shape(self.inputs.get(f"{e['key']}.ref_latent")),  # HunyuanVideo custom: its reference latent
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
@@ -514,7 +514,6 @@ class GuidedDenoiser:
             cond["stable_cascade_prior"] = torch.cat(
                 [p.expand(n, *p.shape[1:]) if p.shape[0] == 1 else p for p in rows]
             )
-        subjects = stacked("time_dim_concat")
         audio = stacked("audio_embed")
         if audio is not None:  # Wan S2V: the audio encoder's layers, as its node bucketed them
             cond["audio_embed"] = audio.to(device)
@@ -522,6 +521,7 @@ class GuidedDenoiser:
             value = stacked(name)
             if value is not None:
                 cond[name] = self.model.latent_format.process_in(value).to(device)
+        subjects = stacked("time_dim_concat")
         if subjects is not None:  # Wan Phantom: subject latent frames after the video's, in model space
             cond["time_dim_concat"] = self.model.latent_format.process_in(subjects.to(device))
         start = stacked("time_dim_replace")

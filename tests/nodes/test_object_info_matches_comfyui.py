@@ -136,11 +136,11 @@ def reference() -> dict[str, dict]:
         **json.loads(SEEDVR2.read_text())["classes"],
         **load_json(HUNYUAN_VIDEO15)["object_info"],
         **load_json(KANDINSKY5)["object_info"],
+        **load_json(WAN_S2V)["object_info"],
         **json.loads(MAGE_FLOW.read_text())["classes"],
     }
 
 
-        **load_json(WAN_S2V)["object_info"],
 @pytest.fixture(scope="module")
 def ours(demo_workspace) -> dict[str, dict]:
     from comfy_bridge.registry import build_registry
