@@ -40,13 +40,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_video_model": VIDEO,
     "comfy_extras.nodes_camera_trajectory": VIDEO,
     "comfy_extras.nodes_context_windows": VIDEO,
-    # ComfyUI reads mT5-XL's SentencePiece model from the checkpoint, but ships the BERT encoder's vocabulary
-    # (text_encoders/hydit_clip_tokenizer/vocab.txt: bert-base-chinese's 21,128 entries and Tencent's 25,892 more),
-    # which is Tencent-Hunyuan/HunyuanDiT's t2i/tokenizer/vocab.txt, under the Tencent Hunyuan Community License.
-    "comfy_extras.nodes_hunyuan": family("HunyuanDiT")
-    + ": its BERT text encoder's 47,020-token vocabulary (HunyuanDiT's t2i/tokenizer/vocab.txt, which ComfyUI ships)"
-    + " is licensed only under the Tencent Hunyuan Community License, and no permissively licensed package ships it;"
-    + " a HunyuanDiT file is refused by name",
     "comfy_extras.nodes_audio": AUDIO,
     "comfy_extras.nodes_ace": AUDIO,
     "comfy_extras.nodes_audio_encoder": AUDIO,

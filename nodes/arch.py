@@ -80,6 +80,9 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
     "svd": SD1_LATENT,  # ComfyUI 0.3.64's supported_models.SVD_img2vid: latent format SD15
     "pixart_sigma": SDXL_LATENT,  # ComfyUI's supported_models.PixArtSigma: latent format SDXL
+    # ComfyUI 0.3.64's supported_models.HunyuanDiT (v1.1 / v1.2) and HunyuanDiT1 (v1.0): latent format SDXL
+    "hunyuan_dit": SDXL_LATENT,
+    "hunyuan_dit1": SDXL_LATENT,
     # ComfyUI's latent_formats.SeedVR2: the causal VAE's 16 channels, already scaled by the VAE (its 0.9152)
     "seedvr2": LatentFormat(16, 1.0),
 }
@@ -162,6 +165,10 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
     "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
     "pixart_sigma": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
+    # ComfyUI 0.3.64's supported_models.HunyuanDiT / HunyuanDiT1: V_PREDICTION on ComfyUI's default (scaled linear)
+    # betas from 0.00085 to 0.018 (v1.1 / v1.2) or 0.03 (v1.0)
+    "hunyuan_dit": {**_EPS, "prediction": "v", "linear_end": 0.018},
+    "hunyuan_dit1": {**_EPS, "prediction": "v", "linear_end": 0.03},
     # the newest ComfyUI's supported_models.SeedVR2: model type FLOW (ModelSamplingDiscreteFlow) at shift 1
     "seedvr2": {"kind": "flow", "shift": 1.0, "multiplier": 1000},
     # ComfyUI 0.3.64's supported_models.SVD_img2vid: V_PREDICTION_EDM, i.e. v-prediction on

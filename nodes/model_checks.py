@@ -78,8 +78,10 @@ def _file_facts(path: str, size: int, mtime_ns: int) -> tuple[Any, dict[str, int
     clip_rows = [s[0] for k, s in shapes.items() if k.endswith("token_embedding.weight")]
     if clip_rows:
         vocab["clip"] = next((r for r in clip_rows if r not in KNOWN_CLIP_VOCABS), clip_rows[0])
-    if any(k.endswith("encoder.final_layer_norm.weight") for k in shapes) and info.arch != "umt5":
-        # (umT5 files carry their SentencePiece model: Wan's umt5_xxl, whose loader refuses one without it)
+    carries_spiece = info.arch in ("umt5", "hunyuan_dit", "hunyuan_dit1")
+    if any(k.endswith("encoder.final_layer_norm.weight") for k in shapes) and not carries_spiece:
+        # (umT5 files carry their SentencePiece model: Wan's umt5_xxl, whose loader refuses one without it; so do
+        # HunyuanDiT checkpoints for their mT5-XL)
         t5 = next((s for k, s in shapes.items() if k.endswith(("encoder.embed_tokens.weight", "shared.weight"))), None)
         if t5 is not None and t5[0] not in BYT5_VOCABS:
             vocab["t5"] = t5[0]
@@ -106,6 +108,10 @@ def _file_problem(path: str, size: int, mtime_ns: int, needs: str) -> str | None
     if needs not in info.components:
         return f"is {KIND_LABEL.get(info.kind, info.kind)} ({info.arch}) and holds no {NEEDS_LABEL[needs][2:]}"
     if "text_encoder" in info.components and needs in ("text_encoder", "diffusion_model"):
+        if info.arch in ("hunyuan_dit", "hunyuan_dit1"):  # its BERT's vocabulary is the user's file
+            from nodes.models.hunyuan_dit_text import vocab_problem
+
+            return vocab_problem(path)
         return tokenizer_problem(path, vocab)
     return None
 

@@ -347,6 +347,7 @@ class GuidedDenoiser:
                 _shape(self.inputs.get(f"{e['key']}.conditioning_llama3")),  # HiDream: its Llama states, by length
                 _shape(self.inputs.get(f"{e['key']}.attention_mask")),  # LTX-Video: its text mask, by length
                 _shape(self.inputs.get(f"{e['key']}.conditioning_byt5small")),  # Hunyuan Image: ByT5 states, by length
+                _shape(self.inputs.get(f"{e['key']}.conditioning_mt5xl")),  # HunyuanDiT: mT5-XL states, by length
                 # an entry with an edit image and one without never share a pass (ComfyUI's conds cannot concat)
                 f"{e['key']}.concat_latent_image" in self.inputs,
                 _shape(self.inputs.get(f"{e['key']}.time_dim_concat")),  # Wan Phantom: its subject frames

@@ -410,9 +410,10 @@ HIDREAM_KEYS = ("conditioning_llama3",)
 # LTX-Video 0.9's T5 (CLIPLoader type ltxv) puts its token mask [1, T] beside the conditioning (ComfyUI's key); the
 # transformer masks the padding out of cross-attention with it.
 TEXT_MASK_KEYS = ("attention_mask",)
-# Hunyuan Image 2.1's ByT5 glyph encoder puts the quoted text's states [1, T, D] beside the conditioning (ComfyUI's
-# key); the diffusion model maps them into its text stream.
-BYT5_KEYS = ("conditioning_byt5small",)
+# A second text encoder's states beside the conditioning (ComfyUI's keys): Hunyuan Image 2.1's ByT5 glyph encoder's
+# of the quoted text [1, T, D], which its diffusion model maps into its text stream; HunyuanDiT's mT5-XL states
+# [1, T, D] and their mask [1, T] (the BERT states are the conditioning, their mask the text mask above).
+BYT5_KEYS = ("conditioning_byt5small", "conditioning_mt5xl", "attention_mask_mt5xl")
 
 
 @dataclass

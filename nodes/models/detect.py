@@ -119,7 +119,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, cosmos_predict2: Cosmos Predict2, kandinsky5: Kandinsky 5 video, kandinsky5_image: Kandinsky 5 image, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | t5_old (Cosmos' T5 1.0) | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
+    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, cosmos_predict2: Cosmos Predict2, kandinsky5: Kandinsky 5 video, kandinsky5_image: Kandinsky 5 image, hunyuan_dit / hunyuan_dit1: HunyuanDiT v1.1-1.2 / v1.0, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | t5_old (Cosmos' T5 1.0) | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -319,12 +319,11 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("stable_cascade_b", "vae", {"vae"}, "stability")
     if any(m in shapes for m in STABLE_CASCADE_CODER_MARKERS):  # its stage C coder: effnet and/or previewer
         return info("stable_cascade_c", "vae", {"vae"}, "stability")
-    if _prefix_with(shapes, "mlp_t5.0.weight") is not None:  # HunyuanDiT (ComfyUI 0.3.64's model_detection rule)
-        raise ModelLoadError(
-            path,
-            "is a HunyuanDiT model, which is not supported yet (its Chinese CLIP tokenizer has no permissively "
-            "licensed source here)",
-        )
+    prefix = _prefix_with(shapes, "mlp_t5.0.weight")  # HunyuanDiT (ComfyUI 0.3.64's model_detection rule)
+    if prefix is not None:  # v1.0's 3968-wide extra input (pooled + image size + style) is ComfyUI's HunyuanDiT1
+        v10 = shapes.get(prefix + "extra_embedder.0.weight", (0, 0))[1] == 3968
+        arch = "hunyuan_dit1" if v10 else "hunyuan_dit"
+        return info(arch, "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy", prefix)
     pixart = _prefix_with(shapes, "t_block.1.weight")  # PixArt (ComfyUI 0.3.64's model_detection rule)
     if pixart is not None and pixart + "y_embedder.y_proj.fc1.weight" in shapes:
         # the authors' single files (PixArt-alpha/PixArt-sigma): only α has the aspect-ratio embedder

@@ -72,6 +72,8 @@ DIT_ARCHS = (
     "hunyuan_video",
     "kandinsky5",
     "kandinsky5_image",
+    "hunyuan_dit",
+    "hunyuan_dit1",
 )
 # Families whose VAE is loaded here with no diffusion model of their own: HunyuanVideo 1.0's (Kandinsky 5's video VAE)
 VAE_ARCHS = ("hunyuan_video",)
@@ -138,6 +140,8 @@ _ARCH_MODULES = {
     "hunyuan_video15": ("nodes.models.hunyuan_video15",),
     "kandinsky5": ("nodes.models.kandinsky5",),
     "kandinsky5_image": ("nodes.models.kandinsky5",),
+    "hunyuan_dit": ("nodes.models.hunyuan_dit",),
+    "hunyuan_dit1": ("nodes.models.hunyuan_dit",),
     # HunyuanVideo 1.0: its DiT and text encoders, and its VAE (Kandinsky 5's video templates' too)
     "hunyuan_video": ("nodes.models.hunyuan_video", "nodes.models.hunyuan_video_vae"),
 }
@@ -463,6 +467,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if clip_type in ("kandinsky5", "kandinsky5_image"):  # ComfyUI 0.10.0's DualCLIPLoader types: Qwen2.5-VL + CLIP-L
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "kandinsky5")
+    if any(i.arch in ("hunyuan_dit", "hunyuan_dit1") for i in infos):  # a HunyuanDiT checkpoint's BERT and mT5-XL
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "hunyuan_dit")
     if clip_type == "hunyuan_video_15":  # ComfyUI 0.10.0's DualCLIPLoader type: Qwen2.5-VL and the ByT5 glyph encoder
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "hunyuan_video15")

@@ -215,7 +215,8 @@ def in_compute_dtype(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _materialize_buffers(module: torch.nn.Module, path: str | None, what: str) -> None:
-    # Non-persistent buffers are not in any file; the only one our modules have is CLIP's position_ids.
+    # Non-persistent buffers are not in any file: CLIP's and BERT's position_ids, BERT's token_type_ids (all zeros,
+    # the one segment HunyuanDiT's BERT encodes).
     for name, buf in list(module.named_buffers()):
         if not buf.is_meta:
             continue
@@ -223,5 +224,7 @@ def _materialize_buffers(module: torch.nn.Module, path: str | None, what: str) -
         owner = module.get_submodule(owner_name) if owner_name else module
         if attr == "position_ids":
             owner.register_buffer(attr, torch.arange(buf.shape[-1]).expand(buf.shape), persistent=False)
+        elif attr == "token_type_ids":
+            owner.register_buffer(attr, torch.zeros(buf.shape, dtype=torch.long), persistent=False)
         else:
             raise ModelLoadError(path, f"the {what} has a buffer {name} that no file provides")
