@@ -17,7 +17,9 @@ committed. Given that folder:
 
 Recorded: the text encoder's conditioning and masks (one prompt, and `cat:2, dog`), the detector's raw outputs on
 one image, SAM3_Detect's node outputs (text with refine 0 and 2, several prompts with individual masks, points,
-boxes without text). Box prompts with text need torchvision's roi_align, which 0.10.0's CPU environment lacks."""
+boxes without text), and SAM3_VideoTrack's tracker (SAM3Model.forward_video) on a 3-frame clip: from text alone, and from a first-frame
+mask with text finding more objects (packed masks and scores). Box prompts with text need torchvision's roi_align, which
+0.10.0's CPU environment lacks."""
 
 from __future__ import annotations
 
@@ -42,6 +44,18 @@ def test_image() -> torch.Tensor:
     img = torch.rand(1, H, W, 3, generator=gen) * 0.5
     img[:, 10:40, 20:60] += 0.4
     return img
+
+
+CLIP_SEED, CLIP_FRAMES, CLIP_H, CLIP_W = 6, 3, 40, 56
+
+
+def test_clip() -> torch.Tensor:
+    """A seeded [3, 40, 56, 3] clip: a bright rectangle moving right over noise (the test draws the same)."""
+    gen = torch.Generator().manual_seed(CLIP_SEED)
+    clip = torch.rand(CLIP_FRAMES, CLIP_H, CLIP_W, 3, generator=gen) * 0.4
+    for i in range(CLIP_FRAMES):
+        clip[i, 8:30, 10 + 3 * i : 40 + 3 * i] += 0.5
+    return clip
 
 
 def main() -> None:
@@ -156,6 +170,43 @@ def main() -> None:
             "bboxes": boxes,
         }
         print(name, tuple(masks.shape), float(masks.sum()), boxes)
+    frames = test_clip()
+    init = torch.zeros(1, CLIP_H, CLIP_W)
+    init[:, 8:30, 10:40] = 1.0
+    record["video"] = {}
+    videos = {
+        "text": {"text_prompts": [(conds["single"][0][0], conds["single"][0][1]["attention_mask"])]},
+        "mask_and_text": {
+            "initial_masks": init.unsqueeze(1),
+            "text_prompts": [(conds["single"][0][0], conds["single"][0][1]["attention_mask"])],
+            "max_objects": 3,
+        },
+    }
+    for name, kwargs in videos.items():
+        args = {
+            "initial_masks": None,
+            "text_prompts": None,
+            "new_det_thresh": 0.5,
+            "max_objects": 4,
+            "detect_interval": 1,
+        }
+        args.update(kwargs)
+        with torch.no_grad():
+            out = model.forward_video(
+                images=frames.movedim(-1, 1),
+                pbar=None,
+                target_device=torch.device("cpu"),
+                target_dtype=torch.float32,
+                **args,
+            )
+        packed = out["packed_masks"]
+        record["video"][name] = {
+            "max_objects": args["max_objects"],
+            "packed": None if packed is None else {"shape": list(packed.shape), "u8": packed.flatten().tolist()},
+            "scores": out["scores"],
+            "n_frames": out["n_frames"],
+        }
+        print(name, None if packed is None else tuple(packed.shape), out["scores"])
     print("wrote", write_json(out_path, record))
 
 

@@ -261,6 +261,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # the same text encoders and Flux's VAE (ae.safetensors: flux-tiny's, 16 channels as the image DiT reads).
     (None, r"^kandinsky5lite_(t2v|i2v)", "kandinsky5lite_t2v_tiny.safetensors"),
     (None, r"^kandinsky5lite_t2i", "kandinsky5lite_t2i_tiny.safetensors"),
+    # SAM 3 / 3.1 (nodes/models/sam3_demo.py): one checkpoint with the detector, the tracker and its CLIP
+    (None, r"^sam3(\.1)?[._]", "sam3.1_multiplex_fp16_tiny.safetensors"),
     (None, r"^hunyuan_video_vae", "hunyuan_video_vae_tiny.safetensors"),
     (r"^kandinsky5lite_(t2v|i2v|t2i)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
     (r"^kandinsky5lite_(t2v|i2v|t2i)", r"^clip_l\.", "hidream_tiny_clip_l.safetensors"),

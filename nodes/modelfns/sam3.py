@@ -150,3 +150,49 @@ class Sam3Detect(ModelFn):
                 per_image.append(torch.cat(masks).amax(dim=0) if masks else torch.zeros(h, w))
         out = torch.cat(per_image) if params.individual_masks else torch.stack(per_image)
         return {"masks": out, "boxes": torch.tensor(boxes_out, dtype=torch.float32).reshape(-1, 6)}
+
+
+class Sam3TrackParams(Params):
+    detection_threshold: float = 0.5
+    max_objects: int = 0
+    detect_interval: int = 1
+    prompts: int = 0  # text prompts given as inputs text.<i> / mask.<i>
+
+
+@register
+class Sam3Track(ModelFn):
+    """SAM3_VideoTrack's tracking (nodes/models/sam3_video.py): inputs images [N,H,W,C], optional initial_mask
+    [K,H,W], text.<i> / mask.<i>; outputs packed ([N, objects, 1008, 126] uint8, bit-packed mask rows; absent when
+    nothing was tracked) and scores [objects]."""
+
+    name = "sam3_track"
+    Params = Sam3TrackParams
+
+    def setup_io(self) -> None:
+        self.add_input("images")
+        self.add_output("packed")
+        self.add_output("scores")
+
+    def load_model(self, ref: ModelRef):
+        from nodes.models.safetensors_io import load_state_dict
+        from nodes.models.sam3_video import load_sam3_video
+
+        return load_sam3_video(load_state_dict(ref.sources[0], ref.digests[0]), ref.sources[0])
+
+    @torch.no_grad()
+    def execute(self, model, inputs: dict[str, Any], params: Sam3TrackParams) -> dict[str, torch.Tensor]:
+        from nodes.models.sam3_video import VideoRun
+
+        frames = inputs["images"].float()[..., :3].movedim(-1, 1)
+        initial = self.resolve(inputs, "initial_mask")
+        prompts = [
+            (self.resolve(inputs, f"text.{i}").float(), self.resolve(inputs, f"mask.{i}"))
+            for i in range(params.prompts)
+        ]
+        run = VideoRun(model, prompts, params.detection_threshold, params.max_objects, params.detect_interval)
+        multiplex = model.tracker.multiplex
+        out = run.run(frames, None if initial is None else initial.float().unsqueeze(1), multiplex)
+        result = {"scores": torch.tensor(out["scores"], dtype=torch.float32)}
+        if out["packed_masks"] is not None:
+            result["packed"] = out["packed_masks"]
+        return result

@@ -833,15 +833,22 @@ class SamMaskDecoder(nn.Module):
         self.iou_prediction_head = mlp(d, d, 4, 3)
         self.pred_obj_score_head = mlp(d, d, 1, 3)
 
-    def forward(self, image, image_pe, sparse, dense, high_res, multimask: bool):
+    def run(self, image, image_pe, sparse, dense):
+        """The two-way transformer: (token states [B, 6+n, d], image states [B, HW, d])."""
         b = sparse.shape[0]
         own = torch.cat([self.obj_score_token.weight, self.iou_token.weight, self.mask_tokens.weight]).to(sparse.dtype)
         tokens = torch.cat([own.unsqueeze(0).expand(b, -1, -1), sparse], dim=1)
         src = image.expand(b, -1, -1, -1) + dense
-        _, c, h, w = src.shape
-        hs, src_out = self.transformer(
-            src.flatten(2).permute(0, 2, 1), image_pe.expand(b, -1, -1, -1).flatten(2).permute(0, 2, 1), tokens
-        )
+        pe = image_pe.expand(b, -1, -1, -1).flatten(2).permute(0, 2, 1)
+        return self.transformer(src.flatten(2).permute(0, 2, 1), pe, tokens)
+
+    def tokens(self, image, image_pe, sparse, dense):
+        return self.run(image, image_pe, sparse, dense)[0]
+
+    def forward(self, image, image_pe, sparse, dense, high_res, multimask: bool):
+        b = sparse.shape[0]
+        _, c, h, w = image.shape
+        hs, src_out = self.run(image, image_pe, sparse, dense)
         src_out = src_out.permute(0, 2, 1).reshape(b, c, h, w)
         dc1, ln1, act1, dc2, act2 = self.output_upscaling
         up = act1(ln1(dc1(src_out) + self.conv_s1(high_res[1])))
