@@ -18,7 +18,8 @@ widths and blocks), nothing else changed. Attention is ComfyUI's attention_pytor
 
 Recorded: the audio encoder's output (last state and all 25 layers) on seeded 16 kHz waveforms (stereo, and a
 batch of two, whose normalisation spans the batch); WanSoundImageToVideo's and WanSoundImageToVideoExtend's
-conditioning without a VAE (audio bucket, negative zeros, control latent, motion latent, offsets); the S2V network's
+conditioning without a VAE (audio bucket, negative zeros, control latent, motion latent, offsets) and with the tiny
+Wan 2.1 VAE (reference image, control video, ref_motion; Extend with reference and control); the S2V network's
 raw output on seeded inputs with every input, without motion, with a short motion, and with nothing but the
 latent; the four nodes' schemas (as object_info reports them) for tests/nodes/test_object_info_matches_comfyui;
 and the shipped template workflow (workflows_json/wan_s2v_template.json) run node by node with ComfyUI's classes,
@@ -52,6 +53,7 @@ FILES = {
     "s2v": "diffusion_models/wan2.2_s2v_14B_tiny.safetensors",
 }
 MAX = 32768
+WAN21_VAE = "vae/wan_2.1_vae_tiny.safetensors"  # nodes/models/wan_demo.py's
 
 
 def tiny_audio_encoder():
@@ -160,6 +162,57 @@ def record_nodes(encoded: dict, gen: torch.Generator) -> dict:
     return out
 
 
+def tiny_wan21_vae():
+    """ComfyUI's Wan 2.1 VAE on the tiny file: 0.3.64 builds it 96 wide, the tiny one's width is read from the file."""
+    import comfy.ldm.wan.vae
+    import comfy.sd
+
+    sd = comfy.utils.load_torch_file(f"{MODELS}/{WAN21_VAE}")
+    width = sd["encoder.conv1.weight"].shape[0]
+    build = comfy.ldm.wan.vae.WanVAE
+    if not getattr(build, "tiny", False):
+        comfy.ldm.wan.vae.WanVAE = lambda **cfg: build(**{**cfg, "dim": width})
+        comfy.ldm.wan.vae.WanVAE.tiny = True
+    return comfy.sd.VAE(sd=sd)
+
+
+def record_nodes_with_vae(encoded: dict, gen: torch.Generator) -> dict:
+    """Both nodes with the tiny Wan 2.1 VAE: a reference image, a control video shorter than the clip and a
+    three-image ref_motion (grey in front to 73 images), each of another size than the latent's 32x48 (resized,
+    centre-cropped); the Extend node with a reference image and control video."""
+    vae = tiny_wan21_vae()
+    text = [[torch.zeros(1, 4, 32), {}]]
+    images = {
+        "ref_image": torch.rand(1, 40, 56, 3, generator=gen),
+        "control_video": torch.rand(5, 24, 40, 3, generator=gen),
+        "ref_motion": torch.rand(3, 32, 32, 3, generator=gen),
+    }
+    pos, neg, latent = nodes_wan.WanSoundImageToVideo.execute(
+        text, text, vae, 48, 32, 9, 1, audio_encoder_output=encoded, **images
+    ).result
+    first = {"positive": _values(pos), "negative": _values(neg), "latent_shape": list(latent["samples"].shape)}
+    first["positive"]["reference_latents"] = [b64(r) for r in pos[0][1]["reference_latents"]]
+    video_latent = torch.randn(1, 16, 3, 4, 6, generator=gen)
+    pos, neg, latent = nodes_wan.WanSoundImageToVideoExtend.execute(
+        text,
+        text,
+        vae,
+        9,
+        {"samples": video_latent},
+        audio_encoder_output=encoded,
+        ref_image=images["ref_image"],
+        control_video=images["control_video"],
+    ).result
+    extend = {"positive": _values(pos), "negative": _values(neg), "latent_shape": list(latent["samples"].shape)}
+    extend["positive"]["reference_latents"] = [b64(r) for r in pos[0][1]["reference_latents"]]
+    return {
+        "images": {k: b64(v) for k, v in images.items()},
+        "video_latent": b64(video_latent),
+        "first": first,
+        "extend": extend,
+    }
+
+
 def record_model(model, gen: torch.Generator) -> dict:
     b, frames, h, w = 2, 3, 8, 8
     inputs = {
@@ -231,13 +284,7 @@ def record_workflow() -> dict:
         return cfg
 
     comfy.model_detection.detect_unet_config = detect_s2v
-    import comfy.ldm.wan.vae  # 0.3.64 builds the Wan 2.1 VAE 96 wide; the tiny one's width is read from the file
-
-    vae_width = comfy.utils.load_torch_file(f"{MODELS}/vae/wan_2.1_vae_tiny.safetensors")["encoder.conv1.weight"].shape[
-        0
-    ]
-    wan21_vae = comfy.ldm.wan.vae.WanVAE
-    comfy.ldm.wan.vae.WanVAE = lambda **cfg: wan21_vae(**{**cfg, "dim": vae_width})
+    tiny_wan21_vae()  # gives ComfyUI's Wan 2.1 VAE the tiny file's width
     classes = wan.node_classes()
     for module, names in (
         ("nodes_audio", ["LoadAudio"]),
@@ -280,6 +327,7 @@ def main() -> None:
         "files": {name: {"path": path, "sha256": sha256(f"{MODELS}/{path}")} for name, path in FILES.items()},
         "audio_encoder": audio,
         "nodes": record_nodes(encoded, gen),
+        "nodes_with_vae": record_nodes_with_vae(encoded, gen),
         "model": record_model(tiny_s2v(), gen),
         "object_info": schemas(),
         "workflow": record_workflow(),

@@ -22,6 +22,7 @@ from nodes.models.detect import probe
 from nodes.models.errors import ModelLoadError
 from nodes.models.wan_s2v import WanS2VDiffusionModel
 from nodes.models.wan_s2v_demo import FILES, build_demo_wan_s2v, s2v_model
+from tests.node_calls import active_workspace
 from tests.recorded_tensors import at_recorded, load_json, tensor
 
 FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_wan_s2v.json.xz")
@@ -99,6 +100,49 @@ def test_nodes_condition_as_comfyui(encoder, case) -> None:
     _check_values(positive, rec["positive"])
     _check_values(negative, rec["negative"])
     assert list(latent["samples"].shape) == rec["latent_shape"]
+
+
+@pytest.fixture(scope="module")
+def vae_workspace(tmp_path_factory):
+    from nodes.models.wan_demo import build_demo_wan
+
+    yield from active_workspace(tmp_path_factory.mktemp("s2v-vae-ws"), build_demo_wan)
+
+
+@pytest.mark.parametrize("case", ["first", "extend"])
+def test_nodes_with_a_vae_condition_as_comfyui(encoder, vae_workspace, case) -> None:
+    """The reference image, control video and ref_motion encoded by the tiny Wan 2.1 VAE, as ComfyUI's nodes do."""
+    from nodes.models.wan_demo import FILES as WAN_FILES
+
+    rec = FIXTURE["nodes_with_vae"]
+    images = {k: tensor(v) for k, v in rec["images"].items()}
+    vae = make_ref("vae", "qwen_image", [vae_workspace.models_dir / WAN_FILES["vae"]])
+    text = [[torch.zeros(1, 4, 32), {}]]
+    if case == "first":
+        node = WanSoundImageToVideo().execute(
+            text, text, vae, 48, 32, 9, 1, audio_encoder_output=_encoded(encoder), **images
+        )
+    else:
+        node = WanSoundImageToVideoExtend().execute(
+            text,
+            text,
+            vae,
+            9,
+            {"samples": tensor(rec["video_latent"])},
+            audio_encoder_output=_encoded(encoder),
+            ref_image=images["ref_image"],
+            control_video=images["control_video"],
+        )
+    positive, negative, latent = asyncio.run(node)
+    expected = dict(rec[case]["positive"])
+    refs = expected.pop("reference_latents")
+    _check_values(positive, expected)
+    _check_values(negative, rec[case]["negative"])
+    for side in (positive, negative):
+        ours = side[0][1]["reference_latents"]
+        assert len(ours) == len(refs) == 1
+        _close(ours[0], refs[0])
+    assert list(latent["samples"].shape) == rec[case]["latent_shape"]
 
 
 def test_audio_bucket_pads_whole_clips_with_zeros() -> None:
