@@ -158,6 +158,33 @@ def test_detected_as_s2v(model) -> None:
     assert len(model.module.s2v.audio_injector.injector) == 12 and len(model.module.blocks) == 5
 
 
+def test_scaled_fp8_file_loads_as_its_dequantized_weights(tmp_path) -> None:
+    """ComfyUI's scaled fp8 layout (the template's wan2.2_s2v_14B_fp8_scaled, under `model.diffusion_model.`): the
+    S2V parts' and the blocks' matrices in float8 with their scales give the network of the dequantized weights."""
+    plain, scaled = {}, {"scaled_fp8": torch.empty(0, dtype=torch.float8_e4m3fn)}
+    for key, value in s2v_model().items():
+        layer, _, name = key.rpartition(".")
+        if name == "weight" and value.dim() == 2 and key.startswith(("blocks.", "audio_injector.")):
+            scale = value.float().abs().max() / torch.finfo(torch.float8_e4m3fn).max
+            q = (value.float() / scale).to(torch.float8_e4m3fn)
+            scaled[key], scaled[f"{layer}.scale_weight"] = q, scale
+            plain[key] = q.float() * scale
+        else:
+            scaled[key], plain[key] = value, value.float()
+    models = {}
+    for name, sd in (("fp8", scaled), ("plain", plain)):
+        path = tmp_path / f"{name}.safetensors"
+        save_file({f"model.diffusion_model.{k}": v for k, v in sd.items()}, path)
+        models[name] = loader.load_diffusion_model(make_ref("diffusion_model", probe(path).arch, [path]))
+    assert isinstance(models["fp8"], WanS2VDiffusionModel)
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(1, 16, 2, 8, 8, generator=gen)
+    cond = {"context": torch.randn(1, 6, 32, generator=gen), "audio_embed": torch.randn(1, 25, 64, 8, generator=gen)}
+    with torch.no_grad():
+        out = [m.apply(x, torch.tensor([600.0]), cond) for m in models.values()]
+    assert torch.equal(out[0], out[1])
+
+
 def test_a_broken_s2v_file_is_refused_by_name(tmp_path) -> None:
     sd = s2v_model()
     del sd["audio_injector.injector.3.k.weight"]
