@@ -81,7 +81,8 @@ class ImageFromBatch:
         return {
             "required": {
                 "image": ("IMAGE",),
-                "batch_index": ("INT", {"default": 0, "min": 0, "max": 4095}),
+                # today's ComfyUI: a negative index counts from the end (the SCAIL-2 templates take -1, the last)
+                "batch_index": ("INT", {"default": 0, "min": -MAX_RESOLUTION, "max": MAX_RESOLUTION}),
                 "length": ("INT", {"default": 1, "min": 1, "max": 4096}),
             }
         }
@@ -89,10 +90,15 @@ class ImageFromBatch:
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "frombatch"
     CATEGORY = "image/batch"
-    DESCRIPTION = "Takes `length` images from the batch starting at batch_index (both clamped to the batch)."
+    DESCRIPTION = (
+        "Takes `length` images from the batch starting at batch_index (negative: counted from the end; both "
+        "clamped to the batch)."
+    )
 
     def frombatch(self, image: torch.Tensor, batch_index: int, length: int):
-        start = min(image.shape[0] - 1, batch_index)
+        if batch_index < 0:
+            batch_index += image.shape[0]
+        start = max(0, min(image.shape[0] - 1, batch_index))
         length = min(image.shape[0] - start, length)
         return (image[start : start + length].clone(),)
 

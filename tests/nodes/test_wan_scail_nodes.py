@@ -112,3 +112,14 @@ def test_pose_window_keeps_one_cond_active() -> None:
         (0.2, 0.5, True),
     ]
     assert set_in_range(cond, {"v": 1}, 0.6, 0.9) == cond  # no overlap: unchanged
+
+
+def test_image_from_batch_counts_a_negative_index_from_the_end() -> None:
+    """Today's ImageFromBatch (the SCAIL-2 templates' last frame, -1), clamped to the batch as ComfyUI's."""
+    from nodes.library.images import ImageFromBatch
+
+    frames = torch.arange(9.0).view(9, 1, 1, 1)
+    take = ImageFromBatch().frombatch
+    assert take(frames, -1, 1)[0].flatten().tolist() == [8.0]
+    assert take(frames, -20, 2)[0].flatten().tolist() == [0.0, 1.0]
+    assert take(frames, 76, 81)[0].flatten().tolist() == [8.0]
