@@ -92,6 +92,11 @@ DOCUMENTED_ONLY = {
     "AnimaLLLiteApply": "tests/models/test_anima_lllite.py",
     # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_lt.py)
     "GetICLoRAParameters": "tests/nodes/test_ltxv_iclora.py",
+    # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_sam3.py at a439dcae07d6)
+    "SAM3_Detect": "tests/models/test_sam3.py",
+    "SAM3_VideoTrack": "tests/models/test_sam3.py",
+    "SAM3_TrackToMask": "tests/nodes/test_sam3_nodes.py",
+    "SAM3_TrackPreview": "tests/nodes/test_sam3_nodes.py",
 }
 TODAY_CLASSES = Path(__file__).resolve().parent / "fixtures" / "comfyui_today_classes.json"
 # Differences we know of and say in docs/compatibility.md, each with its reason; a gap that closes must leave this table.
