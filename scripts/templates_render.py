@@ -126,6 +126,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^marigold_v2_.*_conditioning", "marigold_v2_conditioning_tiny.safetensors"),
     (None, r"^marigold_v2_.*_vae", "qwen_image_vae_tiny.safetensors"),
     (None, r"^marigold_v2_", "qwen_image_edit_tiny_lightning.safetensors"),
+    # MoGe-2 (geometry_estimation; nodes/models/moge_demo.py): the ViT-L normal model; MoGe-3 has no tiny file yet
+    (None, r"^moge_2_vitl", "moge_2_vitl_normal_tiny.safetensors"),
     # any LoRA of a Qwen-Image template (Lightning, style, angles, control): the family's tiny LoRA; never a
     # ControlNet file (the Fun Union's has no tiny file yet), which a LoRA cannot stand for
     (r"^qwen_image_(edit|2512|fp8|bf16)", r"(?i)^(?!.*controlnet).*qwen", "qwen_image_edit_tiny_lightning.safetensors"),
@@ -346,6 +348,7 @@ SHRINK_TITLES = {
     "width": lambda v: min(v, 128),
     "height": lambda v: min(v, 128),
     "duration": lambda v: min(v, 1),
+    "int (duration)": lambda v: min(v, 1),  # the LTX-2.3 IC-LoRA ingredients template's seconds (x fps = frames)
     "length": SHRINK["length"],
 }
 TRIPWIRE_KEY = "templates_render.tripwire"  # a name no LoRA layout has: loading it is refused by name
@@ -444,6 +447,8 @@ def flat_workflow(workflow: dict) -> dict:
             return origin(outer, fed["link"], seen)
         value = promoted_value(instance, name, sg)
         if value is None:
+            value = proxied_value(instance, name, sg)
+        if value is None:
             return None  # the inner widget keeps its own value
         primitive = next(next_id)
         out_nodes.append({"id": primitive, "type": "PrimitiveNode", "mode": 0, "inputs": [], "widgets_values": [value]})
@@ -485,6 +490,30 @@ def promoted_value(instance: dict, name: str, subgraph: dict | None = None):
     if len(values) != len(widgets) or name not in widgets:
         return None
     return values[widgets.index(name)]
+
+
+def proxied_value(instance: dict, name: str, subgraph: dict):
+    """The value of promoted widget `name` when the instance stores none (templates saved with empty widgets_values):
+    the inner widget it shows (the instance's proxyWidgets, one [node id, widget] per widget input, in order), read
+    from that node's widgets_values at the widget's place among its widget inputs (a seed's control value after it
+    counted). The frontend gives every inner input fed by that subgraph input this value, not only the shown one."""
+    proxies = (instance.get("properties") or {}).get("proxyWidgets") or []
+    widgets = [i.get("name") for i in instance.get("inputs", []) if i.get("widget")]
+    if len(proxies) != len(widgets) or name not in widgets:
+        return None
+    node_id, widget = proxies[widgets.index(name)]
+    node = next((n for n in subgraph.get("nodes", []) if str(n.get("id")) == str(node_id)), None)
+    values = node.get("widgets_values") if node else None
+    if not isinstance(values, list):
+        return None
+    index = 0
+    for inp in node.get("inputs", []):
+        if not inp.get("widget"):
+            continue
+        if inp.get("name") == widget:
+            return values[index] if index < len(values) else None
+        index += 2 if "seed" in inp.get("name", "") else 1
+    return None
 
 
 def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[dict, list[str]]:

@@ -12,6 +12,7 @@ from nodes.modelfns import (  # noqa: F401
     latent_upscale_model,
     ltx2_audio,
     minimax_h3_audio,
+    moge,
     photomaker,
     sam3,
     style_model,

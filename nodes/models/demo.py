@@ -363,6 +363,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_marigold = getattr(_optional("nodes.models.marigold_demo"), "build_demo_marigold", None)
         if build_marigold is not None:
             written += build_marigold(models_dir)
+        build_moge = getattr(_optional("nodes.models.moge_demo"), "build_demo_moge", None)
+        if build_moge is not None:  # MoGe-2 (geometry_estimation)
+            written += build_moge(models_dir)
         build_union = getattr(_optional("nodes.models.controlnet_union_demo"), "build_demo_controlnet_union", None)
         if build_union is not None:  # an SDXL union ControlNet in xinsir's ProMax layout
             written += build_union(models_dir)

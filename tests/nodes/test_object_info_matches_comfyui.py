@@ -92,6 +92,10 @@ DOCUMENTED_ONLY = {
     "AnimaLLLiteApply": "tests/models/test_anima_lllite.py",
     # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_lt.py)
     "GetICLoRAParameters": "tests/nodes/test_ltxv_iclora.py",
+    # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_moge.py)
+    "LoadMoGeModel": "tests/models/test_moge.py",
+    "MoGeInference": "tests/models/test_moge.py",
+    "MoGeRender": "tests/models/test_moge.py",
     # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_sam3.py at a439dcae07d6)
     "SAM3_Detect": "tests/models/test_sam3.py",
     "SAM3_VideoTrack": "tests/models/test_sam3.py",
