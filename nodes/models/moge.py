@@ -246,8 +246,9 @@ def view_plane_uv(width: int, height: int, aspect: float, dtype=torch.float32) -
     return torch.stack([u, v], dim=-1)
 
 
-def _uv_map(batch: int, height: int, width: int, aspect: float) -> torch.Tensor:
-    return view_plane_uv(width, height, aspect).permute(2, 0, 1).unsqueeze(0).expand(batch, -1, -1, -1)
+def _uv_map(batch: int, height: int, width: int, aspect: float, device: torch.device) -> torch.Tensor:
+    uv = view_plane_uv(width, height, aspect).to(device)
+    return uv.permute(2, 0, 1).unsqueeze(0).expand(batch, -1, -1, -1)
 
 
 class MoGe2(nn.Module):
@@ -290,7 +291,7 @@ class MoGe2(nn.Module):
             ],
             dim=1,
         ).sum(dim=1)
-        levels = [_uv_map(b, rows * 2**i, cols * 2**i, aspect) for i in range(5)]
+        levels = [_uv_map(b, rows * 2**i, cols * 2**i, aspect, image.device) for i in range(5)]
         levels[0] = torch.cat([top, levels[0]], dim=1)
         neck = self.neck(levels)
 
@@ -492,11 +493,13 @@ def infer(
 ) -> dict[str, torch.Tensor]:
     """One batch [B, 3, H, W] in 0..1 to points, depth, intrinsics, mask (bool) and normals, as ComfyUI's
     MoGeModel.infer post-processes MoGe-2's outputs."""
-    image = image.float()
+    image = image.to(next(model.parameters()).device, torch.float32)
     h, w = image.shape[-2:]
     aspect = w / h
     lo, hi = NUM_TOKENS_RANGE
     out = model(image, num_tokens=int(lo + (resolution_level / 9) * (hi - lo)))
+    # the rest on the CPU: the focal fit is scipy's, and the elementwise steps are the same there
+    out = {k: v.float().cpu() for k, v in out.items()}
     points, mask = out["points"].float(), out["mask"] > MASK_THRESHOLD
     normal, scale = out.get("normal"), out["metric_scale"]
     diag = (1 + aspect**2) ** 0.5
