@@ -2,7 +2,9 @@
 layout computes what today's ComfyUI's own modules compute on the same file (tests/models/fixtures/comfyui_sam3.json.xz,
 recorded by scripts/record_comfyui_sam3.py): the CLIP conditioning and masks (one prompt and `cat:2, dog`), the
 detector's boxes, scores, presence and mask logits within 1e-5, and SAM3_Detect's masks and boxes for text (refined
-0 and 2 times, several prompts as individual masks), points and boxes."""
+twice, several prompts as individual masks), points and boxes, and SAM3_VideoTrack's tracking (from text; from a
+mask with text adding objects). Masks are equal bit for bit on this machine; the tests allow 1 cell in 10^4 to
+threshold the other way under another CPU's float32 kernels."""
 
 from __future__ import annotations
 
@@ -52,6 +54,12 @@ def _close(ours: torch.Tensor, entry: dict, floor: float = 1e-5) -> None:
     assert torch.allclose(got, expected, atol=max(floor, ulps_of_largest(expected, 16)), rtol=0), (
         (got - expected).abs().max()
     )
+
+
+def _flips(cells: int) -> int:
+    """Mask cells allowed to differ: logits within float32 rounding of 0 may threshold either way on another CPU's
+    kernels (on the machine that recorded them the masks are equal bit for bit); 1 in 10^4."""
+    return cells // 10_000
 
 
 def _encode(clip, text: str) -> list:
@@ -126,7 +134,7 @@ def test_sam3_detect_matches_comfyui(loaded, name):
     out = Sam3Detect().execute(model, inputs, params)
     expected = tensor(case["masks"])
     assert out["masks"].shape == expected.shape
-    assert int((out["masks"] != expected).sum()) == 0
+    assert int((out["masks"] != expected).sum()) <= _flips(expected.numel())
     boxes = [b for frame in case["bboxes"] for b in frame]
     assert out["boxes"].shape[0] == len(boxes)
     for ours, rec in zip(out["boxes"].tolist(), boxes):
@@ -144,8 +152,8 @@ def _clip() -> torch.Tensor:
 
 @pytest.mark.parametrize("name", ["text", "mask_and_text"])
 def test_video_track_matches_comfyui(loaded, name):
-    """SAM3_VideoTrack's tracker: the same objects, bit-packed masks bit for bit, scores within 1e-6."""
-    from nodes.models.sam3_video import Sam3VideoModel, VideoRun, load_sam3_video
+    """SAM3_VideoTrack's tracker: the same objects and masks (bit-packed), scores within 1e-6."""
+    from nodes.models.sam3_video import Sam3VideoModel, VideoRun, load_sam3_video, unpack_masks
 
     path, clip, _ = loaded
     model = load_sam3_video(load_state_dict(str(path)), str(path))
@@ -160,7 +168,8 @@ def test_video_track_matches_comfyui(loaded, name):
     out = run.run(_clip().movedim(-1, 1), initial, model.tracker.multiplex)
     expected = torch.tensor(rec["packed"]["u8"], dtype=torch.uint8).view(rec["packed"]["shape"])
     assert out["packed_masks"].shape == expected.shape
-    assert torch.equal(out["packed_masks"], expected)
+    flipped = unpack_masks(out["packed_masks"]) != unpack_masks(expected)
+    assert int(flipped.sum()) <= _flips(flipped.numel())
     assert 0 < int(expected.count_nonzero()) < expected.numel()  # neither empty nor full
     assert out["n_frames"] == rec["n_frames"]
     assert max(abs(a - b) for a, b in zip(out["scores"], rec["scores"])) < 1e-6
