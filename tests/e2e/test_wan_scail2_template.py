@@ -1,36 +1,27 @@
-"""The web UI's SCAIL-2 Character Replacement template through the cluster: workflows_json/wan_scail2_template.json
-(scripts/wan_scail2_template_workflow.py: the template's own graph on the tiny files; SAM3_VideoTrack on the driving
-clip and the reference, SCAIL2ColoredMask, the Base chunk and the Extend chunk from its frames, ColorTransfer, both
-SaveVideos), from a fresh workspace: the frames are the same with the default executors and with `--executors 0`.
+"""The web UI's SCAIL-2 Character Replacement template through the cluster: the template's own graph on the tiny files
+(scripts/wan_scail2_template_workflow.py; SAM3_VideoTrack on the driving clip and the reference, SCAIL2ColoredMask,
+the Base chunk and the Extend chunk from its frames, ColorTransfer, both SaveVideos), from a fresh workspace: the
+frames are the same with the default executors and with `--executors 0`.
 
 Skipped while SAM3_VideoTrack is not offered. Its SAM 3.1 tracking of the driving clip and the reference (at SAM's
-1008 px, four times in the template) takes most of this test's minutes."""
+1008 px, four times in the template) takes most of this test's minutes (4.5 measured here), which is also why the
+script's workflows_json/wan_scail2_template.json is not shipped yet: every shipped workflow runs in the generic
+workflow tests."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.e2e.served_video import render_videos_in_both_modes
 
-REPO = Path(__file__).resolve().parents[2]
-WORKFLOW = REPO / "workflows_json" / "wan_scail2_template.json"
-
 
 def _offered(class_type: str) -> bool:
     import nodes
 
     return class_type in nodes.NODE_CLASS_MAPPINGS
-
-
-def test_the_workflow_files_are_the_template_on_the_tiny_files() -> None:
-    from scripts.wan_scail2_template_workflow import tiny_template
-
-    ui = json.loads(WORKFLOW.with_suffix(".ui.json").read_text())
-    assert ui == json.loads(json.dumps(tiny_template()))
 
 
 def with_png_frames(prompt: dict) -> dict:
@@ -47,8 +38,12 @@ def with_png_frames(prompt: dict) -> dict:
 
 
 @pytest.mark.skipif(not _offered("SAM3_VideoTrack"), reason="SAM3_VideoTrack is not offered yet")
-def test_template_in_both_executor_modes(tmp_path) -> None:
-    prompt = with_png_frames(json.loads(WORKFLOW.read_text()))
+def test_template_in_both_executor_modes(tmp_path, demo_workspace) -> None:
+    from comfy_bridge.formats import ui_to_api
+    from comfy_bridge.registry import build_registry
+    from scripts.wan_scail2_template_workflow import tiny_template
+
+    prompt = with_png_frames(ui_to_api(tiny_template(), build_registry(demo_workspace)))
     (pngs, mp4) = render_videos_in_both_modes(tmp_path, {"template": prompt})["template"]
     # the 9-frame Base chunk and the Extend chunk's one frame (the clip ends where it starts)
     assert pngs.shape == (10, 64, 64, 3) and pngs.std() > 0 and len(mp4) == 10
