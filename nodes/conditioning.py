@@ -137,6 +137,9 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             tensors[f"{key}.stable_cascade_prior"] = opts["stable_cascade_prior"]
         _animate2(opts, key, tensors, entry)
         _scail(opts, key, tensors, entry)
+        if opts.get("context_latents"):  # BerniniConditioning: raw latents whose tokens follow the video's
+            tensors.update({f"{key}.context_latent.{i}": c for i, c in enumerate(opts["context_latents"])})
+            entry["context_latents"] = len(opts["context_latents"])
         if any(opts.get(k) is not None for k in SVD_ADM_KEYS):  # SVD_img2vid_Conditioning: the model's ADM values
             entry["svd_adm"] = [float(opts.get(k, d)) for k, d in zip(SVD_ADM_KEYS, SVD_DEFAULT_ADM, strict=True)]
         if opts.get("frame_rate") is not None:  # LTXVConditioning: the frame rate LTX-2's positions are timed by

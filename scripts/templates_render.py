@@ -205,6 +205,13 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     ),
     (r"^wan2\.2_s2v", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
     (r"^wan2\.2_s2v", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
+    # Bernini-R (nodes/models/wan_demo.py): its two experts in Wan 2.2 14B text-to-video's scaled fp8 layout, umT5,
+    # the Wan 2.1 VAE (Kijai's file) and lightx2v's T2V 14B distill LoRA (a LoRA of the text-to-video blocks' shapes)
+    (None, r"^wan2\.2_bernini_r_high_noise", "wan2.2_bernini_r_high_noise_fp8_scaled_tiny.safetensors"),
+    (None, r"^wan2\.2_bernini_r_low_noise", "wan2.2_bernini_r_low_noise_fp8_scaled_tiny.safetensors"),
+    (r"^wan2\.2_bernini_r", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
+    (r"^wan2\.2_bernini_r", r"^Wan2_1_VAE", "wan_2.1_vae_tiny.safetensors"),
+    (r"^wan2\.2_bernini_r", r"^lightx2v_T2V_14B", "wan_t2v_14B_lora_tiny.safetensors"),
     # MiniMax H3 (scripts/minimax_h3_workflow.py)
     (None, r"^minimax_h3_fl2va", "minimax_h3_fl2va_pruned_tiny.safetensors"),
     # the ref2va weights are the same network in the same published layout (its own training, not its own shapes)
@@ -373,7 +380,9 @@ def demo_file(name: str, asked: list[str]) -> str | None:
 
 SUBGRAPH_IN, SUBGRAPH_OUT = -10, -20  # the node ids a subgraph's links use for its input and output ends
 BYPASSED = 4  # a node's mode when bypassed (Ctrl+B)
-PASS_THROUGH = {"PreviewAny"}  # output nodes whose output the frontend wires on: their input's source instead
+# PreviewAny's text output taken as its input's source when that is a string already (the same value); a number or
+# anything else is turned into its text by the node itself, as today's ComfyUI does
+PASS_THROUGH = {"PreviewAny"}
 
 
 class _Graph:
@@ -382,10 +391,19 @@ class _Graph:
     def __init__(self, nodes: list[dict], links: list, parent: tuple[_Graph, dict, dict] | None = None) -> None:
         self.nodes = {n["id"]: n for n in nodes}
         self.links = {}
+        self.link_types: dict[int, str | None] = {}
         for link in links:
             if isinstance(link, dict):
-                link = [link["id"], link["origin_id"], link["origin_slot"], link["target_id"], link["target_slot"]]
+                link = [
+                    link["id"],
+                    link["origin_id"],
+                    link["origin_slot"],
+                    link["target_id"],
+                    link["target_slot"],
+                    link.get("type"),
+                ]
             self.links[link[0]] = (link[1], link[2], link[3], link[4])
+            self.link_types[link[0]] = link[5] if len(link) > 5 else None
         self.parent = parent  # (outer graph, instance node, subgraph definition)
         self.new_ids: dict[int, int] = {}
         self.inner: dict[int, _Graph] = {}
@@ -431,7 +449,9 @@ def flat_workflow(workflow: dict) -> dict:
                     return origin(sub, link_id, seen)
             return None
         if node["type"] in PASS_THROUGH and node.get("inputs"):
-            return origin(graph, node["inputs"][0].get("link"), seen)
+            link = node["inputs"][0].get("link")
+            if graph.link_types.get(link) in (None, "STRING", "*"):
+                return origin(graph, link, seen)
         return new_id(graph, node_id), slot
 
     def origin(graph: _Graph, link_id: int | None, seen: frozenset = frozenset()) -> tuple[int, int] | None:

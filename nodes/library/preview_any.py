@@ -31,14 +31,17 @@ class PreviewAny:
     def INPUT_TYPES(cls):
         return {"required": {"source": ("*", {})}}
 
-    RETURN_TYPES = ()
+    # today's ComfyUI also hands the text on (the Bernini-R templates turn a combo's index into a string with it;
+    # 0.3.64's has no output)
+    RETURN_TYPES = ("STRING",)
     FUNCTION = "main"
     OUTPUT_NODE = True
     CATEGORY = "utils"
-    DESCRIPTION = "Shows the value it receives as text in the UI (JSON for lists and dicts)."
+    DESCRIPTION = "Shows the value it receives as text in the UI (JSON for lists and dicts) and passes that text on."
 
     def main(self, source: Any = None):
-        return {"ui": {"text": (preview_text(source),)}}
+        text = preview_text(source)
+        return {"ui": {"text": (text,)}, "result": (text,)}
 
 
 NODE_CLASS_MAPPINGS = {"PreviewAny": PreviewAny}

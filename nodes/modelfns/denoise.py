@@ -358,6 +358,9 @@ class GuidedDenoiser:
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
                 _animate2_key(self.inputs, e),  # Wan Animate 2: pose branch inputs and strengths
                 _scail_key(self.inputs, e),  # Wan SCAIL-2: identity masks and mode
+                tuple(  # Bernini: its context latents (ComfyUI's CONDList concatenates only equal shapes)
+                    _shape(self.inputs[f"{e['key']}.context_latent.{i}"]) for i in range(e.get("context_latents", 0))
+                ),
                 self._cascade_tokens(e),  # Stable Cascade stage C: entries with as many image tokens share a pass
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
@@ -574,6 +577,11 @@ class GuidedDenoiser:
                 fmt.process_in(stacked(f"ref.{i}")).to(device) for i in range(entries[0]["ref_latents"])
             ]
             cond["ref_latents_method"] = entries[0].get("ref_latents_method")
+        if entries[0].get("context_latents"):  # Bernini: in model space, as ComfyUI's process_latent_in
+            fmt = self.model.latent_format
+            cond["context_latents"] = [
+                fmt.process_in(stacked(f"context_latent.{i}")).to(device) for i in range(entries[0]["context_latents"])
+            ]
         if entries[0].get("image_slots"):  # Qwen-Image 2.1: the references' places in the prompt's states
             cond["image_slots"] = entries[0]["image_slots"]
         frames = entries[0].get("keyframe_frames")

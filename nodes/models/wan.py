@@ -262,6 +262,10 @@ class WanDiffusionModel(DiffusionModel):
         module: WanTransformer3DModel = self.module
         if x.dim() != 5:
             raise ValueError(f"Wan models take [B,C,T,H,W] video latents, got {tuple(x.shape)}")
+        if cond.get("context_latents"):  # BerniniConditioning: more tokens after the video's (nodes.models.wan_bernini)
+            from nodes.models import wan_bernini  # it builds on this module
+
+            return wan_bernini.apply(self, x, timestep, cond)
         b, _, frames, h, w = x.shape
         device, dtype = x.device, self.dtype
         inp = x if cond.get("concat") is None else torch.cat([x, cond["concat"].to(x)], dim=1)

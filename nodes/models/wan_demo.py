@@ -26,6 +26,10 @@
 - diffusion_models/wan2.1_14B_SCAIL_2_tiny: Wan SCAIL-2, Wan 2.1 image-to-video's layout with 20 input channels
   and its pose and identity-mask patch embeddings (scail2_model), and wan2.1_14B_SCAIL_2_int8_convrot_tiny: the
   same weights with the blocks' linear layers in ComfyUI's int8 ConvRot layout (written where comfy-kitchen is);
+- diffusion_models/wan2.2_bernini_r_high_noise_fp8_scaled_tiny / _low_noise_: Bernini-R's two experts, Wan 2.2 14B
+  text-to-video's scaled fp8 layout (ComfyUI reads them as plain Wan models; BerniniConditioning feeds them);
+- loras/wan_t2v_14B_lora_tiny: a rank-4 LoRA of the text-to-video blocks' shapes in Wan's names, for the templates'
+  Wan 2.x text-to-video 14B LoRAs (lightx2v's T2V distill LoRA on Bernini-R, Wan Alpha's);
 - diffusion_models/wan2.2_fun_control_5B_tiny and wan2.2_fun_inpaint_5B_tiny: Wan 2.2 Fun 5B Control and InP (148
   and 100 input channels, 48 out; see _fun22_5b_models).
 bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
@@ -80,6 +84,9 @@ FILES = {
     "fun22_5b_inpaint": "diffusion_models/wan2.2_fun_inpaint_5B_tiny.safetensors",
     "scail2": "diffusion_models/wan2.1_14B_SCAIL_2_tiny.safetensors",
     "scail2_int8": "diffusion_models/wan2.1_14B_SCAIL_2_int8_convrot_tiny.safetensors",
+    "bernini_high": "diffusion_models/wan2.2_bernini_r_high_noise_fp8_scaled_tiny.safetensors",
+    "bernini_low": "diffusion_models/wan2.2_bernini_r_low_noise_fp8_scaled_tiny.safetensors",
+    "t2v_14b_lora": "loras/wan_t2v_14B_lora_tiny.safetensors",
 }
 # Wan Animate 2's files are Wan 2.1 image-to-video's layout told apart by this metadata (nodes.models.wan_animate2)
 METADATA = {"animate2": {"config": json.dumps({"transformer": {"model_type": "animate2"}})}}
@@ -292,7 +299,20 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     out["scail2"] = scail2_model(seed)
     if importlib.util.find_spec("comfy_kitchen") is not None:  # it quantizes; absent on the GPU machine
         out["scail2_int8"] = int8_convrot(out["scail2"], "blocks.")
+    out.update(bernini_models(seed))
+    # a LoRA of the text-to-video blocks' shapes (Bernini-R's and Wan Alpha's lightx2v / Wan 2.1 T2V 14B LoRAs)
+    out["t2v_14b_lora"] = _lora(sds["t2v"], torch.Generator().manual_seed(seed + 44))
     return out
+
+
+def bernini_models(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
+    """Bernini-R's high- and low-noise experts: Wan 2.2 14B text-to-video's layout (16 input channels, no image
+    embedding) in ComfyUI's scaled fp8 files, with weights of their own (a generator of their own)."""
+    gen = torch.Generator().manual_seed(seed + 43)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 43)
+        sds = {name: _transformer(16, 16, gen) for name in ("bernini_high", "bernini_low")}
+    return {name: _scaled_fp8(sd) for name, sd in sds.items()}
 
 
 def _fun22_5b_models(seed: int) -> dict[str, dict[str, torch.Tensor]]:

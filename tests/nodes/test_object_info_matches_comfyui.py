@@ -41,6 +41,8 @@ HUNYUAN_VIDEO15 = REPO / "tests" / "models" / "fixtures" / "comfyui_hunyuan_vide
 # Wan 2.2 S2V's four nodes (audio encoder loader and encode, WanSoundImageToVideo and its Extend), recorded from
 # ComfyUI 0.3.64 with the family's numbers (object_info of that fixture; its server had no torchaudio for the other)
 WAN_S2V = REPO / "tests" / "models" / "fixtures" / "comfyui_wan_s2v.json.xz"
+# BerniniConditioning (newer than every ComfyUI that runs here): the newest source's schema serialised by 0.10.0's io
+BERNINI = REPO / "tests" / "models" / "fixtures" / "comfyui_bernini.json.xz"
 # Kandinsky 5's two nodes, recorded from ComfyUI 0.10.0 with the family's numbers (object_info of that fixture).
 KANDINSKY5 = REPO / "tests" / "models" / "fixtures" / "comfyui_kandinsky5.json.xz"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
@@ -128,6 +130,11 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
         "template wires it into AnimaLLLiteApply); 0.3.64's has no output"
         for key in ("output", "output_is_list", "output_name")
     },
+    **{
+        ("PreviewAny", key): "today's ComfyUI's PreviewAny passes its text on (the Bernini-R templates turn a "
+        "combo's index into the prompt's line number with it); 0.3.64's has no output"
+        for key in ("output", "output_is_list", "output_name")
+    },
 }
 
 
@@ -145,6 +152,7 @@ def reference() -> dict[str, dict]:
         **json.loads(SEEDVR2.read_text())["classes"],
         **load_json(HUNYUAN_VIDEO15)["object_info"],
         **load_json(KANDINSKY5)["object_info"],
+        **load_json(BERNINI)["object_info"],
         **load_json(WAN_S2V)["object_info"],
         **json.loads(MAGE_FLOW.read_text())["classes"],
     }

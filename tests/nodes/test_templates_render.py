@@ -158,6 +158,33 @@ def test_subgraphs_unpack_under_fresh_ids_with_outer_sources_and_promoted_values
     assert origin[by_type["B"]["inputs"][0]["link"]] == by_type["C"]["id"]
 
 
+def test_preview_any_passes_on_strings_and_gives_its_text_for_other_types():
+    """A PreviewAny showing a string is read through to its source; one showing a number (a combo's index that a
+    StringReplace takes, in the Bernini-R templates) stays in the graph: its output is the number's text."""
+    workflow = {
+        "nodes": [
+            {"id": 1, "type": "CustomCombo"},
+            {"id": 2, "type": "PreviewAny", "inputs": [{"name": "source", "link": 10}]},
+            {"id": 3, "type": "StringReplace", "inputs": [{"name": "replace", "link": 11}]},
+            {"id": 4, "type": "PreviewAny", "inputs": [{"name": "source", "link": 12}]},
+            {"id": 5, "type": "CLIPTextEncode", "inputs": [{"name": "text", "link": 13}]},
+        ],
+        "links": [
+            [10, 1, 1, 2, 0, "INT"],
+            [11, 2, 0, 3, 0, "STRING"],
+            [12, 1, 0, 4, 0, "STRING"],
+            [13, 4, 0, 5, 0, "STRING"],
+        ],
+    }
+    flat = templates_render.flat_workflow(workflow)
+    by_id = {n["id"]: n for n in flat["nodes"]}
+    origin = {link[0]: by_id[link[1]]["type"] for link in flat["links"]}
+    replace = next(n for n in flat["nodes"] if n["type"] == "StringReplace")
+    encode = next(n for n in flat["nodes"] if n["type"] == "CLIPTextEncode")
+    assert origin[replace["inputs"][0]["link"]] == "PreviewAny"
+    assert origin[encode["inputs"][0]["link"]] == "CustomCombo"
+
+
 def test_promoted_values_of_a_newer_frontend_follow_the_subgraphs_widget_inputs():
     """A template saved by a newer frontend (image_qwen_image_2_1_image_edit) keeps a value for every widget-typed
     subgraph input, in the subgraph's order, while its instance lists only some of them as inputs."""
