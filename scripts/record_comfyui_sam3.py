@@ -18,7 +18,8 @@ committed. Given that folder:
 Recorded: the text encoder's conditioning and masks (one prompt, and `cat:2, dog`), the detector's raw outputs on
 one image, SAM3_Detect's node outputs (text with refine 0 and 2, several prompts with individual masks, points,
 boxes without text), and SAM3_VideoTrack's tracker (SAM3Model.forward_video) on a 3-frame clip: from text alone, and from a first-frame
-mask with text finding more objects (packed masks and scores). Box prompts with text need torchvision's roi_align, which
+mask with text finding more objects (packed masks and scores). And a SAM 3 (not 3.1) file of the demo builder
+(sam3_demo.tiny_state_dict(multiplex=False)): conditioning, the detector's outputs, SAM3_Detect with text and points. Box prompts with text need torchvision's roi_align, which
 0.10.0's CPU environment lacks."""
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def test_image() -> torch.Tensor:
 
 
 CLIP_SEED, CLIP_FRAMES, CLIP_H, CLIP_W = 6, 3, 40, 56
+SAM3_SEED = 3033  # the SAM 3 (not 3.1) file's
 
 
 def test_clip() -> torch.Tensor:
@@ -207,7 +209,65 @@ def main() -> None:
             "n_frames": out["n_frames"],
         }
         print(name, None if packed is None else tuple(packed.shape), out["scores"])
+    record["sam3"] = record_sam3(image, conv_cls=Sam3Config, clip_module=sam3_clip, nodes_sam3=nodes_sam3)
     print("wrote", write_json(out_path, record))
+
+
+def record_sam3(image: torch.Tensor, conv_cls, clip_module, nodes_sam3) -> dict:
+    """SAM 3 (not 3.1): the demo builder's non-multiplex file (its detector, necks and SAM decoder; without the memory
+    tracker's weights, which ComfyUI's SAM3Model then leaves as built and SAM3_Detect never reads): the text
+    conditioning, the detector's raw outputs and SAM3_Detect with text (refined twice) and with points."""
+    import comfy.ops
+    import comfy.utils
+    from comfy.ldm.sam3.detector import SAM3Model
+
+    from nodes.models import sam3_demo
+
+    conv = conv_cls()
+    unet_sd = conv.process_unet_state_dict(
+        {k: v.float() for k, v in sam3_demo.tiny_state_dict(SAM3_SEED, False).items()}
+    )
+    clip_sd = conv.process_clip_state_dict({})
+    kwargs = {**sam3_demo.COMFY_KWARGS, "image_model": "SAM3"}
+    model = SAM3Model(device="cpu", dtype=torch.float32, operations=comfy.ops.disable_weight_init, **kwargs)
+    missing, unexpected = model.load_state_dict(unet_sd, strict=False)
+    used = ("tracker.sam_mask_decoder.", "tracker.sam_prompt_encoder.", "tracker.no_mem_embed")
+    assert not unexpected and not [k for k in missing if k.startswith(used) or k.startswith("detector.")], missing
+    model.eval()
+    tokenizer = clip_module.SAM3TokenizerWrapper()
+    clip = clip_module.SAM3ClipModelWrapper(dtype=torch.float32)
+    clip.load_state_dict(clip_sd, strict=False)
+    with torch.no_grad():
+        cond, _pooled, extra = clip.encode_token_weights(tokenizer.tokenize_with_weights(PROMPTS["single"]))
+    h, w = image.shape[1:3]
+    frame = comfy.utils.common_upscale(image.movedim(-1, 1), 1008, 1008, "bilinear", crop="disabled")
+    with torch.no_grad():
+        raw = model(frame, text_embeddings=cond, text_mask=extra["attention_mask"], orig_size=(h, w))
+
+    class Patcher:
+        class model:  # noqa: N801
+            diffusion_model = model
+
+            @staticmethod
+            def get_dtype():
+                return torch.float32
+
+    out = {
+        "seed": SAM3_SEED,
+        "cond": b64(cond),
+        "raw": {k: b64(raw[k], MAX_RECORDED_VALUES) for k in ("boxes", "scores", "presence", "masks")},
+        "detect": {},
+    }
+    cases = {
+        "text_refine2": {"conditioning": [[cond, extra]], "refine_iterations": 2},
+        "points": {"positive_coords": '[{"x": 30, "y": 20}]', "negative_coords": '[{"x": 70, "y": 50}]'},
+    }
+    for name, kw in cases.items():
+        with torch.no_grad():
+            masks, boxes = nodes_sam3.SAM3_Detect.execute(model=Patcher, image=image, threshold=0.5, **kw).result
+        out["detect"][name] = {"masks": b64(masks), "bboxes": boxes}
+        print("sam3", name, tuple(masks.shape), float(masks.sum()), boxes)
+    return out
 
 
 if __name__ == "__main__":

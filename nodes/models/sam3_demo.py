@@ -13,6 +13,7 @@ Same seed -> same bytes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -76,12 +77,14 @@ def _text_tower(gen: torch.Generator) -> dict[str, torch.Tensor]:
     return {TEXT_PREFIX + k: v for k, v in hf_to_open_clip(sd).items()}
 
 
-def tiny_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
-    """The released layout's names with the tiny sizes, float16."""
+def tiny_state_dict(seed: int = SEED, multiplex: bool = True) -> dict[str, torch.Tensor]:
+    """The released layout's names with the tiny sizes, float16. `multiplex=False` gives a SAM 3 (not 3.1) file for
+    the tests: its 4-level necks and single SAM decoder, without the memory tracker's weights (which SAM3_Detect
+    never reads; the SAM 3 tracker is not implemented)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Sam3Model(TINY, MLP_DIM)
-        tracker = MultiplexTrackerWeights(TINY, MULTIPLEX, MLP_DIM)
+        model = Sam3Model(TINY if multiplex else replace(TINY, multiplex=False), MLP_DIM)
+        tracker = MultiplexTrackerWeights(TINY, MULTIPLEX, MLP_DIM) if multiplex else torch.nn.Module()
         gen = torch.Generator().manual_seed(seed)
         randomize_constants(model, gen)
         randomize_constants(tracker, gen)

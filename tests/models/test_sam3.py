@@ -174,3 +174,48 @@ def test_video_track_matches_comfyui(loaded, name):
     assert out["n_frames"] == rec["n_frames"]
     assert max(abs(a - b) for a, b in zip(out["scores"], rec["scores"])) < 1e-6
     assert len(out["scores"]) == len(rec["scores"])
+
+
+@pytest.fixture(scope="module")
+def sam3_loaded(tmp_path_factory):
+    """The SAM 3 (not 3.1) file of the demo builder: 4-level necks, scalp, the single SAM decoder."""
+    from safetensors.torch import save_file
+
+    from nodes.models.sam3_demo import tiny_state_dict
+
+    path = tmp_path_factory.mktemp("sam3_plain") / "sam3_tiny.safetensors"
+    save_file(tiny_state_dict(RECORDED["sam3"]["seed"], multiplex=False), str(path))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    clip = load_text_encoder(ModelRef("text_encoder", "sam3", (str(path),), (file_digest(path),)))
+    yield path, clip, load_sam3(load_state_dict(str(path)), str(path))
+    torch.set_num_threads(threads)
+
+
+def test_sam3_file_detects_as_comfyui(sam3_loaded):
+    path, clip, model = sam3_loaded
+    assert probe(str(path)).arch == "sam3" and not model.cfg.multiplex
+    rec = RECORDED["sam3"]
+    ((cond, opts),) = _encode(clip, RECORDED["text"]["single"]["text"])
+    _close(cond, rec["cond"])
+    image = _image()
+    with torch.no_grad():
+        det = model.detector.detect(
+            model.trunk(resize(image)), cond, opts["attention_mask"], orig_size=image.shape[1:3]
+        )
+    for key in ("boxes", "scores", "presence", "masks"):
+        _close(getattr(det, key), rec["raw"][key])
+    for name, kwargs in (
+        ("text_refine2", {"refine_iterations": 2}),
+        ("points", {"points": [[30, 20, 1], [70, 50, 0]]}),
+    ):
+        prompts = text_prompts([[cond, opts]]) if name == "text_refine2" else []
+        params = Sam3DetectParams(max_detections=[n for _, _, n in prompts], **kwargs)
+        inputs = {"image": image, **{f"text.{i}": c for i, (c, _, _) in enumerate(prompts)}}
+        inputs.update({f"mask.{i}": m for i, (_, m, _) in enumerate(prompts)})
+        out = Sam3Detect().execute(model, inputs, params)
+        expected = tensor(rec["detect"][name]["masks"])
+        assert out["masks"].shape == expected.shape
+        assert int((out["masks"] != expected).sum()) <= _flips(expected.numel())
+        boxes = [b for frame in rec["detect"][name]["bboxes"] for b in frame]
+        assert out["boxes"].shape[0] == len(boxes)
