@@ -102,8 +102,12 @@ def _swap_link(nodes: list[dict], old: int, src: int, slot: int, new: int) -> No
 
 
 def _add_output_link(node: dict, slot: int, old: int, new: int) -> None:
+    # a subgraph output feeding several outer inputs: the inner link is replaced by the first, the rest join it
     links = node["outputs"][slot]["links"]
-    links[links.index(old)] = new
+    if old in links:
+        links[links.index(old)] = new
+    else:
+        links.append(new)
 
 
 def main() -> None:

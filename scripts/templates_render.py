@@ -128,6 +128,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^marigold_v2_", "qwen_image_edit_tiny_lightning.safetensors"),
     # MoGe-2 (geometry_estimation; nodes/models/moge_demo.py): the ViT-L normal model; MoGe-3 has no tiny file yet
     (None, r"^moge_2_vitl", "moge_2_vitl_normal_tiny.safetensors"),
+    # Depth Anything 3 (geometry_estimation; nodes/models/depth_anything3_demo.py): Mono-Large; Metric-Large has the
+    # same layout (the Small/Base multi-view files have no tiny file: they are not supported yet)
+    (None, r"^depth_anything_3_(mono|metric)_large", "depth_anything_3_mono_large_tiny.safetensors"),
     # any LoRA of a Qwen-Image template (Lightning, style, angles, control): the family's tiny LoRA; never a
     # ControlNet file (the Fun Union's has no tiny file yet), which a LoRA cannot stand for
     (r"^qwen_image_(edit|2512|fp8|bf16)", r"(?i)^(?!.*controlnet).*qwen", "qwen_image_edit_tiny_lightning.safetensors"),

@@ -7,6 +7,7 @@ from nodes.modelfns import (  # noqa: F401
     audio_encoder,
     clip_vision,
     denoise,
+    depth_anything3,
     discriminator,
     hunyuan_video15_upsample,
     latent_upscale_model,

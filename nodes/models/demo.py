@@ -366,6 +366,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_moge = getattr(_optional("nodes.models.moge_demo"), "build_demo_moge", None)
         if build_moge is not None:  # MoGe-2 (geometry_estimation)
             written += build_moge(models_dir)
+        build_da3 = getattr(_optional("nodes.models.depth_anything3_demo"), "build_demo_depth_anything3", None)
+        if build_da3 is not None:  # Depth Anything 3 Mono-Large (geometry_estimation)
+            written += build_da3(models_dir)
         build_union = getattr(_optional("nodes.models.controlnet_union_demo"), "build_demo_controlnet_union", None)
         if build_union is not None:  # an SDXL union ControlNet in xinsir's ProMax layout
             written += build_union(models_dir)

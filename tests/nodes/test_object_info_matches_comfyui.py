@@ -94,6 +94,10 @@ DOCUMENTED_ONLY = {
     "AnimaLLLiteApply": "tests/models/test_anima_lllite.py",
     # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_lt.py)
     "GetICLoRAParameters": "tests/nodes/test_ltxv_iclora.py",
+    # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_depth_anything_3.py)
+    "LoadDA3Model": "tests/models/test_depth_anything3.py",
+    "DA3Inference": "tests/models/test_depth_anything3.py",
+    "DA3Render": "tests/models/test_depth_anything3.py",
     # newer than 0.10.0; declared from today's ComfyUI's source (comfy_extras/nodes_moge.py)
     "LoadMoGeModel": "tests/models/test_moge.py",
     "MoGeInference": "tests/models/test_moge.py",
