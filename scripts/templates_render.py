@@ -146,6 +146,12 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^wan2\.2_fun_inpaint_5B", "wan2.2_fun_inpaint_5B_tiny.safetensors"),
     (None, r"^wan2\.2_fun_control_(high|low)_noise_14B", "wan2.2_fun_control_low_noise_14B_tiny.safetensors"),
     (None, r"^wan2\.1_t2v_1\.3B", "wan2.1_t2v_1.3B_tiny.safetensors"),
+    # Wan 2.1 T2V 14B (the Wan Alpha template's): the same layout at other widths, so the tiny text-to-video file
+    (None, r"^wan2\.1_t2v_14B", "wan2.1_t2v_1.3B_tiny.safetensors"),
+    # Wan Alpha's two VAEs (RGB and alpha decoders): each a whole Wan 2.1 VAE (the same 254 MB bf16 file as
+    # wan_2.1_vae.safetensors, read by ComfyUI's Wan VAE detection); its RGBA LoRA is on the Wan 2.1 T2V 14B blocks
+    (None, r"^wan_alpha_2\.1_vae_(rgb|alpha)_channel", "wan_2.1_vae_tiny.safetensors"),
+    (None, r"^wan_alpha_2\.1_rgba_lora", "wan_t2v_14B_lora_tiny.safetensors"),
     (None, r"^wan2\.1_i2v_480p_14B", "wan2.1_i2v_480p_14B_tiny.safetensors"),
     (None, r"^wan2\.1_flf2v_720p_14B", "wan2.1_flf2v_720p_14B_tiny.safetensors"),
     (None, r"^wan2\.1_vace_", "wan2.1_vace_1.3B_tiny.safetensors"),
@@ -229,6 +235,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # checkpoint's), then the checkpoint, its Gemma 3 text encoder and the latent upsampler
     (r"^ltx-2", r"^ltx[-_]2.*lora", "ltx-2-19b-lora_tiny.safetensors"),
     (r"^ltx-2", r"^ltx2\.3-transition", "ltx-2-19b-lora_tiny.safetensors"),  # the style-transition template's LoRA
+    (r"^ltx-2", r"^ltx2-squish", "ltx-2-19b-lora_tiny.safetensors"),  # the i2v LoRA template's effect LoRA
     # LTX-2.5's transformer (nodes/models/ltx25_transformer_demo.py), before LTX-2's rule that its name also fits
     (None, r"^ltx-2\.5-22b", "ltx-2.5-22b-distilled-transformer_tiny.safetensors"),
     (None, r"^ltx-2(\.\d)?-(19b|22b)", "ltx-2-19b-dev_tiny.safetensors"),
