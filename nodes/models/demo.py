@@ -141,7 +141,7 @@ def _te_hf(module) -> dict[str, torch.Tensor]:
     }
 
 
-def _save(tensors: dict[str, torch.Tensor], path: Path) -> Path:
+def save_tiny(tensors: dict[str, torch.Tensor], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     out = {k: (v.to(STORE_DTYPE) if v.is_floating_point() else v).contiguous() for k, v in sorted(tensors.items())}
     tmp = path.with_suffix(".tmp")
@@ -183,7 +183,7 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         vae_ldm = vae_mod.diffusers_to_ldm(vae.state_dict())
         te_hf = _te_hf(te)
         written.append(
-            _save(
+            save_tiny(
                 {
                     **_prefixed(_unet_ldm(unet), unet_mod.LDM_UNET_PREFIX),
                     **_prefixed(vae_ldm, vae_mod.LDM_VAE_PREFIX),
@@ -192,8 +192,8 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
                 models_dir / "checkpoints" / "sd1-tiny.safetensors",
             )
         )
-        written.append(_save(vae_ldm, models_dir / "vae" / "sd1-tiny-vae.safetensors"))
-        written.append(_save(te_hf, models_dir / "text_encoders" / "sd1-tiny-clip.safetensors"))
+        written.append(save_tiny(vae_ldm, models_dir / "vae" / "sd1-tiny-vae.safetensors"))
+        written.append(save_tiny(te_hf, models_dir / "text_encoders" / "sd1-tiny-clip.safetensors"))
 
         lora_targets = {}
         for name, mod in unet.named_modules():
@@ -213,15 +213,17 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         for name, mod in te.named_modules():
             if name.endswith(("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")):
                 lora_targets["lora_te_text_model_" + name.replace(".", "_")] = tuple(mod.weight.shape)
-        written.append(_save(_kohya_lora(lora_targets, gen), models_dir / "loras" / "sd1-tiny-lora.safetensors"))
+        written.append(save_tiny(_kohya_lora(lora_targets, gen), models_dir / "loras" / "sd1-tiny-lora.safetensors"))
 
-        written.append(_save(_controlnet_ldm(unet, gen), models_dir / "controlnet" / "sd1-tiny-controlnet.safetensors"))
+        written.append(
+            save_tiny(_controlnet_ldm(unet, gen), models_dir / "controlnet" / "sd1-tiny-controlnet.safetensors")
+        )
 
         torch.manual_seed(SEED + 1)
         xl_unet, xl_vae = _unet("sdxl"), _vae()
         te1, te2 = _clip(32, False, "quick_gelu"), _clip(48, True, "gelu")  # widths must differ (diffusers trap)
         written.append(
-            _save(
+            save_tiny(
                 {
                     **_prefixed(_unet_ldm(xl_unet), unet_mod.LDM_UNET_PREFIX),
                     **_prefixed(vae_mod.diffusers_to_ldm(xl_vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
@@ -231,10 +233,10 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
                 models_dir / "checkpoints" / "sdxl-tiny.safetensors",
             )
         )
-        written.append(_save(_esrgan(), models_dir / "upscale_models" / "esrgan-tiny-x4.safetensors"))
-        written.append(_save(_clip_vision(), models_dir / "clip_vision" / "clip-vision-tiny.safetensors"))
-        written.append(_save(_style_adapter(), models_dir / "style_models" / "sd1-tiny-style.safetensors"))
-        written.append(_save(_sdxl_refiner(), models_dir / "checkpoints" / "sdxl-refiner-tiny.safetensors"))
+        written.append(save_tiny(_esrgan(), models_dir / "upscale_models" / "esrgan-tiny-x4.safetensors"))
+        written.append(save_tiny(_clip_vision(), models_dir / "clip_vision" / "clip-vision-tiny.safetensors"))
+        written.append(save_tiny(_style_adapter(), models_dir / "style_models" / "sd1-tiny-style.safetensors"))
+        written.append(save_tiny(_sdxl_refiner(), models_dir / "checkpoints" / "sdxl-refiner-tiny.safetensors"))
     if include_flux:
         build_flux = next(
             (
@@ -482,7 +484,7 @@ def _write_seeded(layout: dict[str, torch.Tensor], path: Path) -> Path:
         else:
             fan_in = max(1, meta[0].numel()) if meta.ndim > 1 else meta.numel()
             tensors[key] = (torch.randn(meta.shape, generator=gen) * fan_in**-0.5).to(STORE_DTYPE)
-    return _save(tensors, path)
+    return save_tiny(tensors, path)
 
 
 def _controlnet_ldm(unet, gen: torch.Generator) -> dict[str, torch.Tensor]:

@@ -19,7 +19,7 @@ from diffusers.models.embeddings import GLIGENTextBoundingboxProjection
 
 from . import unet as unet_mod
 from . import vae as vae_mod
-from .demo import SEED, _clip, _prefixed, _randomize, _save, _te_hf, _unet_ldm, _vae, tiny_unet
+from .demo import SEED, _clip, _prefixed, _randomize, _te_hf, _unet_ldm, _vae, save_tiny, tiny_unet
 
 WIDTH = 64  # CLIP, context, box texts and object tokens
 
@@ -65,6 +65,6 @@ def build_demo_gligen(models_dir: Path) -> list[Path]:
     checkpoint, gligen = sd1_gligen_files()
     models_dir = Path(models_dir)
     return [
-        _save(checkpoint, models_dir / "checkpoints" / "sd1-gligen-tiny.safetensors"),
-        _save(gligen, models_dir / "gligen" / "gligen-sd1-tiny.safetensors"),
+        save_tiny(checkpoint, models_dir / "checkpoints" / "sd1-gligen-tiny.safetensors"),
+        save_tiny(gligen, models_dir / "gligen" / "gligen-sd1-tiny.safetensors"),
     ]

@@ -103,7 +103,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + turned * sin
 
 
-class SelfAttention(nn.Module):
+class HunyuanDiTSelfAttention(nn.Module):
     def __init__(self, width: int, heads: int) -> None:
         super().__init__()
         self.heads, self.head_dim = heads, width // heads
@@ -120,7 +120,7 @@ class SelfAttention(nn.Module):
         return self.out_proj(out.transpose(1, 2).reshape(b, n, -1))
 
 
-class CrossAttention(nn.Module):
+class HunyuanDiTCrossAttention(nn.Module):
     def __init__(self, width: int, text_dim: int, heads: int) -> None:
         super().__init__()
         self.heads, self.head_dim = heads, width // heads
@@ -140,7 +140,7 @@ class CrossAttention(nn.Module):
         return self.out_proj(out.transpose(1, 2).reshape(b, n, -1))
 
 
-class Mlp(nn.Module):
+class HunyuanDiTMlp(nn.Module):
     def __init__(self, width: int, hidden: int) -> None:
         super().__init__()
         self.fc1, self.fc2 = nn.Linear(width, hidden), nn.Linear(hidden, width)
@@ -149,16 +149,16 @@ class Mlp(nn.Module):
         return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
 
 
-class Block(nn.Module):
+class HunyuanDiTBlock(nn.Module):
     def __init__(self, c: dict[str, Any], skip: bool) -> None:
         super().__init__()
         w = c["hidden"]
         self.norm1 = nn.LayerNorm(w, eps=EPS)
-        self.attn1 = SelfAttention(w, HEADS)
+        self.attn1 = HunyuanDiTSelfAttention(w, HEADS)
         self.norm2 = nn.LayerNorm(w, eps=EPS)
-        self.mlp = Mlp(w, c["mlp_hidden"])
+        self.mlp = HunyuanDiTMlp(w, c["mlp_hidden"])
         self.default_modulation = nn.Sequential(nn.SiLU(), nn.Linear(w, w))
-        self.attn2 = CrossAttention(w, c["text_dim"], HEADS)
+        self.attn2 = HunyuanDiTCrossAttention(w, c["text_dim"], HEADS)
         self.norm3 = nn.LayerNorm(w, eps=EPS)
         if skip:
             self.skip_norm = nn.LayerNorm(2 * w, eps=EPS)
@@ -198,7 +198,7 @@ class AttentionPool(nn.Module):
         return self.c_proj(out.transpose(1, 2).reshape(b, w))
 
 
-class PatchEmbed(nn.Module):
+class HunyuanDiTPatchEmbed(nn.Module):
     def __init__(self, in_channels: int, width: int, patch: int) -> None:
         super().__init__()
         self.patch = patch
@@ -212,7 +212,7 @@ class PatchEmbed(nn.Module):
         return self.proj(x).flatten(2).transpose(1, 2)
 
 
-class TimestepEmbedder(nn.Module):
+class HunyuanDiTTimestepEmbedder(nn.Module):
     def __init__(self, width: int) -> None:
         super().__init__()
         self.mlp = nn.Sequential(nn.Linear(256, width), nn.SiLU(), nn.Linear(width, width))
@@ -221,7 +221,7 @@ class TimestepEmbedder(nn.Module):
         return self.mlp(sinusoid(t, 256).to(dtype))
 
 
-class FinalLayer(nn.Module):
+class HunyuanDiTFinalLayer(nn.Module):
     def __init__(self, width: int, patch: int, out_channels: int) -> None:
         super().__init__()
         self.norm_final = nn.LayerNorm(width, elementwise_affine=False, eps=EPS)
@@ -244,12 +244,12 @@ class HunyuanDiTNetwork(nn.Module):
         extra = c["pooled_dim"] + (6 * 256 if c["size_cond"] else 0) + (w if c["style_cond"] else 0)
         if c["style_cond"]:
             self.style_embedder = nn.Embedding(1, w)
-        self.x_embedder = PatchEmbed(c["in_channels"], w, c["patch"])
-        self.t_embedder = TimestepEmbedder(w)
+        self.x_embedder = HunyuanDiTPatchEmbed(c["in_channels"], w, c["patch"])
+        self.t_embedder = HunyuanDiTTimestepEmbedder(w)
         self.extra_embedder = nn.Sequential(nn.Linear(extra, 4 * w), nn.SiLU(), nn.Linear(4 * w, w))
         depth = c["depth"]
-        self.blocks = nn.ModuleList([Block(c, skip=i > depth // 2) for i in range(depth)])
-        self.final_layer = FinalLayer(w, c["patch"], c["out_channels"])
+        self.blocks = nn.ModuleList([HunyuanDiTBlock(c, skip=i > depth // 2) for i in range(depth)])
+        self.final_layer = HunyuanDiTFinalLayer(w, c["patch"], c["out_channels"])
 
     def text_states(
         self, bert: torch.Tensor, bert_mask: torch.Tensor, t5: torch.Tensor, t5_mask: torch.Tensor
@@ -385,7 +385,7 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Any:
     """A HunyuanDiT checkpoint's VAE (`vae.`): SDXL's, an SD-style AutoencoderKL in the ldm layout."""
     from nodes.models import vae as vae_mod
     from nodes.models.errors import ModelLoadError
-    from nodes.models.loader import _build_vae
+    from nodes.models.loader import build_kl_vae
 
     path = ref.sources[0] if ref.sources else None
     sd = strip_prefix(dict(state_dict), "vae.")
@@ -393,7 +393,7 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Any:
         raise ModelLoadError(path, "holds no VAE under vae.")
     if not vae_mod.is_diffusers_layout(sd):
         sd = vae_mod.ldm_to_diffusers(sd, path)
-    return _build_vae(sd, path, "hunyuan_dit")
+    return build_kl_vae(sd, path, "hunyuan_dit")
 
 
 # The loader (nodes.models.loader) finds the text encoders' entry point on this module too.

@@ -113,7 +113,7 @@ def _mt5(gen: torch.Generator, proto: bytes) -> dict[str, torch.Tensor]:
 
 def build_demo_hunyuan_dit(models_dir: Path) -> list[Path]:
     """The tiny all-in-one checkpoint (after sd1-tiny's VAE, whose weights it holds) and the tiny BERT vocabulary."""
-    from nodes.models.demo import _save
+    from nodes.models.demo import save_tiny
     from nodes.models.ltx2_demo import spiece_model
     from nodes.output_claims import write_atomic
 
@@ -128,4 +128,4 @@ def build_demo_hunyuan_dit(models_dir: Path) -> list[Path]:
     vocab_path = models_dir / VOCAB_FILE
     vocab_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(vocab_path, lambda tmp: Path(tmp).write_text("\n".join(vocab()) + "\n", encoding="utf-8"))
-    return [_save(sd, models_dir / FILE), vocab_path]
+    return [save_tiny(sd, models_dir / FILE), vocab_path]

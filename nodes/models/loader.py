@@ -327,10 +327,10 @@ def load_vae(ref: ModelRef) -> VAEModel:
     vsd = unet_mod.strip_prefix(sd, prefix) if prefix else sd
     if not vae_mod.is_diffusers_layout(vsd):
         vsd = vae_mod.ldm_to_diffusers(vsd, path)
-    return _build_vae(vsd, path, info.arch)
+    return build_kl_vae(vsd, path, info.arch)
 
 
-def _build_vae(vsd: dict[str, torch.Tensor], path: str, arch: str, cfg: dict[str, Any] | None = None) -> VAEModel:
+def build_kl_vae(vsd: dict[str, torch.Tensor], path: str, arch: str, cfg: dict[str, Any] | None = None) -> VAEModel:
     from diffusers import AutoencoderKL
 
     cfg = cfg or vae_mod.diffusers_config(vsd, path)
@@ -347,7 +347,7 @@ def _diffusers_vae(folder: Path, arch: str) -> VAEModel:
     from diffusers import AutoencoderKL
 
     sub = folder / "vae"
-    return _build_vae(_folder_weights(sub), str(sub), arch, dict(AutoencoderKL.load_config(sub)))
+    return build_kl_vae(_folder_weights(sub), str(sub), arch, dict(AutoencoderKL.load_config(sub)))
 
 
 # ---- text encoders --------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from diffusers import UNet2DConditionModel
 
-from .demo import SEED, _save
+from .demo import SEED, save_tiny
 from .detect import LOTUS_ADM_WIDTH
 from .sd2_demo import sd2_unet
 
@@ -37,4 +37,4 @@ def lotus_tensors() -> dict[str, torch.Tensor]:
 
 def build_demo_lotus(models_dir: Path) -> list[Path]:
     """diffusion_models/lotus-depth-d-v1-1_tiny.safetensors."""
-    return [_save(lotus_tensors(), Path(models_dir) / "diffusion_models" / FILE)]
+    return [save_tiny(lotus_tensors(), Path(models_dir) / "diffusion_models" / FILE)]

@@ -16,7 +16,7 @@ from diffusers import UNet2DConditionModel
 from . import clip as clip_mod
 from . import unet as unet_mod
 from . import vae as vae_mod
-from .demo import SEED, _clip, _prefixed, _save, _unet_ldm, _vae, tiny_unet
+from .demo import SEED, _clip, _prefixed, _unet_ldm, _vae, save_tiny, tiny_unet
 
 V_MARKER = unet_mod.SD2_V_MARKER
 TEXT_WIDTH = 32
@@ -57,6 +57,6 @@ def build_demo_sd2(models_dir: Path) -> list[Path]:
     """sd2-tiny-base.safetensors (eps, as 512-base) and sd2-tiny-v.safetensors (v, as 768-v) in checkpoints/."""
     out = Path(models_dir) / "checkpoints"
     return [
-        _save(sd2_checkpoint(False), out / "sd2-tiny-base.safetensors"),
-        _save(sd2_checkpoint(True), out / "sd2-tiny-v.safetensors"),
+        save_tiny(sd2_checkpoint(False), out / "sd2-tiny-base.safetensors"),
+        save_tiny(sd2_checkpoint(True), out / "sd2-tiny-v.safetensors"),
     ]

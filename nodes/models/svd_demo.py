@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from . import vae as vae_mod
-from .demo import SEED, _prefixed, _save, tiny_clip_vision
+from .demo import SEED, _prefixed, save_tiny, tiny_clip_vision
 from .svd import CLIP_VISION_PREFIX, RESNET_RENAMES, UNET_PREFIX, VAE_PREFIX, split_block
 from .unclip_demo import open_clip_visual
 from .unet import UNetLayout, block_map
@@ -123,4 +123,4 @@ def svd_checkpoint() -> dict[str, torch.Tensor]:
 
 
 def build_demo_svd(models_dir: Path) -> list[Path]:
-    return [_save(svd_checkpoint(), Path(models_dir) / "checkpoints" / FILE)]
+    return [save_tiny(svd_checkpoint(), Path(models_dir) / "checkpoints" / FILE)]

@@ -26,10 +26,10 @@ from .demo import (
     _clip,
     _layout,
     _prefixed,
-    _save,
     _te_hf,
     _unet_ldm,
     _vae,
+    save_tiny,
     tiny_clip_vision,
     tiny_sdxl_unet,
     tiny_unet,
@@ -107,7 +107,7 @@ def clip_vision_g() -> dict[str, torch.Tensor]:
 def build_demo_unclip(models_dir: Path) -> list[Path]:
     models_dir = Path(models_dir)
     return [
-        _save(sd21_unclip_checkpoint(), models_dir / "checkpoints" / "sd21-unclip-tiny.safetensors"),
-        _save(sdxl_revision_checkpoint(), models_dir / "checkpoints" / "sdxl-revision-tiny.safetensors"),
-        _save(clip_vision_g(), models_dir / "clip_vision" / "clip-vision-g-tiny.safetensors"),
+        save_tiny(sd21_unclip_checkpoint(), models_dir / "checkpoints" / "sd21-unclip-tiny.safetensors"),
+        save_tiny(sdxl_revision_checkpoint(), models_dir / "checkpoints" / "sdxl-revision-tiny.safetensors"),
+        save_tiny(clip_vision_g(), models_dir / "clip_vision" / "clip-vision-g-tiny.safetensors"),
     ]

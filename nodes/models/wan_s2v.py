@@ -105,7 +105,7 @@ class CausalAudioEncoder(nn.Module):
         return self.encoder(mixed.transpose(1, 2))
 
 
-class CrossAttention(nn.Module):
+class S2VAudioCrossAttention(nn.Module):
     """q/k/v/o with RMS-normed queries and keys (Wan's text cross-attention, here for the audio tokens)."""
 
     def __init__(self, dim: int, heads: int) -> None:
@@ -137,7 +137,7 @@ class AdaLayerNorm(nn.Module):
 class AudioInjector(nn.Module):
     def __init__(self, dim: int, heads: int, count: int) -> None:
         super().__init__()
-        self.injector = nn.ModuleList(CrossAttention(dim, heads) for _ in range(count))
+        self.injector = nn.ModuleList(S2VAudioCrossAttention(dim, heads) for _ in range(count))
         self.injector_adain_layers = nn.ModuleList(AdaLayerNorm(dim) for _ in range(count))
 
     def forward(self, x: torch.Tensor, index: int, local: torch.Tensor, glob: torch.Tensor, seq_len: int):

@@ -14,7 +14,7 @@ import torch
 
 from cluster.refs import ModelRef, file_digest
 from nodes.modelfns.gligen import fill_other_side, group_key
-from nodes.models.demo import _save
+from nodes.models.demo import save_tiny
 from nodes.models.gligen import load_gligen
 from nodes.models.gligen_demo import sd1_gligen_files
 from nodes.models.loader import load_diffusion_model
@@ -32,8 +32,8 @@ def files(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("models")
     checkpoint, gligen = sd1_gligen_files()
     ckpt, gl = (
-        _save(checkpoint, root / "sd1-gligen-tiny.safetensors"),
-        _save(gligen, root / "gligen-sd1-tiny.safetensors"),
+        save_tiny(checkpoint, root / "sd1-gligen-tiny.safetensors"),
+        save_tiny(gligen, root / "gligen-sd1-tiny.safetensors"),
     )
     assert hashlib.sha256(ckpt.read_bytes()).hexdigest() == FIXTURE["sha256"]["sd1-gligen-tiny"]
     assert hashlib.sha256(gl.read_bytes()).hexdigest() == FIXTURE["sha256"]["gligen-sd1-tiny"]

@@ -15,7 +15,7 @@ from cluster.refs import ModelRef, file_digest
 from nodes.conditioning import flatten
 from nodes.modelfns.denoise import DenoiseParams, GuidedDenoiser
 from nodes.models import clip as clip_mod
-from nodes.models.demo import _save, _sdxl_refiner
+from nodes.models.demo import _sdxl_refiner, save_tiny
 from nodes.models.detect import probe
 from nodes.models.loader import load_diffusion_model, load_text_encoder
 from nodes.models.unet import is_refiner
@@ -35,7 +35,7 @@ PUBLISHED = {
 @pytest.fixture(scope="module")
 def refiner_file(tmp_path_factory) -> str:
     torch.set_num_threads(1)
-    path = _save(_sdxl_refiner(), tmp_path_factory.mktemp("models") / "sdxl-refiner-tiny.safetensors")
+    path = save_tiny(_sdxl_refiner(), tmp_path_factory.mktemp("models") / "sdxl-refiner-tiny.safetensors")
     assert hashlib.sha256(path.read_bytes()).hexdigest() == FIXTURE["weights_sha256"]
     return str(path)
 

@@ -145,16 +145,16 @@ def test_conditioning_node_appends_and_zero_strength_passes_through():
 def test_checkpoint_loader_hands_out_the_image_encoder_and_names_a_file_without_one(tmp_path):
     from nodes import workspace as ws_module
     from nodes.library.unclip import unCLIPCheckpointLoader
-    from nodes.models.demo import _save
+    from nodes.models.demo import save_tiny
     from nodes.models.unclip_demo import sd21_unclip_checkpoint
 
     before = ws_module.active()
     ws = ws_module.activate(ws_module.Workspace(tmp_path / "ws").create())
     try:
         full = sd21_unclip_checkpoint()
-        _save(full, ws.models_dir / "checkpoints" / "unclip.safetensors")
+        save_tiny(full, ws.models_dir / "checkpoints" / "unclip.safetensors")
         without = {k: v for k, v in full.items() if not k.startswith("embedder.")}
-        _save(without, ws.models_dir / "checkpoints" / "no-vision.safetensors")
+        save_tiny(without, ws.models_dir / "checkpoints" / "no-vision.safetensors")
         model, clip, vae, vision = unCLIPCheckpointLoader().load_checkpoint("unclip.safetensors")
         assert (model.arch, vision.component, vision.sources) == ("sd2", "clip_vision", model.sources)
         assert clip is not None and vae is not None

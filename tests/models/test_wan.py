@@ -36,11 +36,11 @@ ATOL, RTOL = 2e-5, 1e-4
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> Path:
-    from nodes.models.demo import _clip_vision, _save
+    from nodes.models.demo import _clip_vision, save_tiny
 
     root = tmp_path_factory.mktemp("wan") / "models"
     build_demo_wan(root)
-    _save(_clip_vision(), root / FILES["clip_vision"])
+    save_tiny(_clip_vision(), root / FILES["clip_vision"])
     return root
 
 
