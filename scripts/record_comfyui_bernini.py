@@ -12,7 +12,8 @@ environment:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:<REF_DIR>:/work/main/scripts:. OMP_NUM_THREADS=1 \\
         <venv>/bin/python /work/main/scripts/record_comfyui_bernini.py \\
-        /work/main/tests/models/fixtures/comfyui_bernini.json.xz <models dir>
+        /work/main/tests/models/fixtures/comfyui_bernini.json.xz <models dir> <input dir> \\
+        /work/main/workflows_json/bernini_video_editing.json
 
 The scaled fp8 file's weights are taken as ComfyUI computes them (fp8 value x scale_weight in float32). Attention is
 ComfyUI's attention_pytorch. Recorded: the network's raw output on seeded inputs (odd latent size, a batch of two
@@ -26,12 +27,16 @@ schema serialised by 0.10.0's io).
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, write_json
+from comfyui_recording import b64, comfyui_on_cpu, png_rgb, run_node, write_json
 
-OUT, MODELS = sys.argv[1:3]
+OUT, MODELS, INPUT, WORKFLOW = sys.argv[1:5]
+sys.argv[1:] = [OUT, MODELS, INPUT, WORKFLOW, WORKFLOW]  # record_comfyui_wan reads its own arguments on import
+import record_comfyui_wan as wan  # noqa: E402  (ComfyUI's modules, the tiny widths, the node helpers)
+
 comfyui_on_cpu()
 import bernini_model_ref  # noqa: E402  (the newest source's Bernini parts, outside the repository)
 import comfy.latent_formats  # noqa: E402
@@ -157,6 +162,89 @@ def record_nodes(vae) -> dict:
     return {"images": {k: b64(v) for k, v in images.items()}, "cases": records}
 
 
+def bernini_wan_models() -> None:
+    """ComfyUI 0.10.0's WAN21 with the newest source's Bernini parts: its network class and extra_conds' streams."""
+    import comfy.model_base
+
+    comfy.ldm.wan.model.WanModel = bernini_model_ref.BerniniWanModel  # WAN21 looks its network class up here
+    extra_conds = comfy.model_base.WAN21.extra_conds
+
+    def with_streams(self, **kwargs):
+        out = extra_conds(self, **kwargs)
+        if kwargs.get("context_latents") is not None:
+            out["context_latents"] = bernini_model_ref.extra_conds_context(self, kwargs["context_latents"])
+        return out
+
+    comfy.model_base.WAN21.extra_conds = with_streams
+
+
+def record_workflow() -> dict:
+    """workflows_json/bernini_video_editing.json node by node with ComfyUI 0.10.0's node classes, the newest
+    source's BerniniConditioning and Bernini network: the frames VAEDecode gives."""
+    import comfy_extras.nodes_custom_sampler as custom
+    import comfy_extras.nodes_video as video
+    import folder_paths
+
+    folder_paths.set_input_directory(INPUT)
+    for kind in ("diffusion_models", "text_encoders", "vae", "loras"):
+        folder_paths.add_model_folder_path(kind, f"{MODELS}/{kind}", is_default=True)
+    wan.tiny_widths()
+    bernini_wan_models()
+    classes = wan.node_classes()
+    classes.update(
+        LoadVideo=video.LoadVideo,
+        GetVideoComponents=video.GetVideoComponents,
+        KSamplerSelect=custom.KSamplerSelect,
+        BasicScheduler=custom.BasicScheduler,
+        SplitSigmas=custom.SplitSigmas,
+        SamplerCustom=custom.SamplerCustom,
+        BerniniConditioning=nodes_bernini_ref.BerniniConditioning,
+    )
+    with open(WORKFLOW) as f:
+        shipped = json.load(f)
+    return {
+        "prompt": shipped,
+        "frames": frames_of(shipped, classes),
+        "frames_without_loras": frames_of(without_loras(shipped), classes),
+    }
+
+
+def without_loras(prompt: dict) -> dict:
+    """The prompt with each LoraLoaderModelOnly's consumers fed by its model input (the experts as loaded)."""
+    loras = {k: v["inputs"]["model"] for k, v in prompt.items() if v["class_type"] == "LoraLoaderModelOnly"}
+    out = {}
+    for key, node in prompt.items():
+        if key in loras:
+            continue
+        inputs = {k: loras[v[0]] if isinstance(v, list) and v[0] in loras else v for k, v in node["inputs"].items()}
+        out[key] = {**node, "inputs": inputs}
+    return out
+
+
+def frames_of(prompt: dict, classes: dict) -> dict:
+    """The frames the prompt's CreateVideo shows (its VAEDecode's), run node by node."""
+    results: dict[str, tuple] = {}
+
+    def value(v):
+        return run(v[0])[v[1]] if isinstance(v, list) else v
+
+    def run(node_id: str) -> tuple:
+        if node_id not in results:
+            node = prompt[node_id]
+            inputs = {}
+            for k, v in node["inputs"].items():
+                group, dot, item = k.partition(".")
+                if dot:  # the web UI's dotted autogrow names: one dict per group
+                    inputs.setdefault(group, {})[item] = value(v)
+                else:
+                    inputs[k] = value(v)
+            results[node_id] = run_node(classes[node["class_type"]], inputs)
+        return results[node_id]
+
+    (create,) = [v for v in prompt.values() if v["class_type"] == "CreateVideo"]
+    return png_rgb(run(create["inputs"]["images"][0])[0])
+
+
 def main() -> None:
     import comfy.model_base  # noqa: F401  (record_extra_conds reads it)
 
@@ -180,6 +268,7 @@ def main() -> None:
             "cases": cases,
             "extra_conds": record_extra_conds(),
             "nodes": record_nodes(vae),
+            "workflow": record_workflow(),
             "object_info": {
                 "BerniniConditioning": {
                     **nodes_bernini_ref.BerniniConditioning.GET_NODE_INFO_V1(),
