@@ -159,7 +159,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, mas
     return out.transpose(1, 2).reshape(b, n, -1)
 
 
-class Mlp(nn.Module):
+class Sam3Mlp(nn.Module):
     """Linear layers with ReLU between them (DETR's and SAM's MLP)."""
 
     def __init__(self, dims: list[int]) -> None:
@@ -174,8 +174,8 @@ class Mlp(nn.Module):
         return x
 
 
-def mlp(d_in: int, hidden: int, d_out: int, layers: int) -> Mlp:
-    return Mlp([d_in] + [hidden] * (layers - 1) + [d_out])
+def mlp(d_in: int, hidden: int, d_out: int, layers: int) -> Sam3Mlp:
+    return Sam3Mlp([d_in] + [hidden] * (layers - 1) + [d_out])
 
 
 class LayerNorm2d(nn.LayerNorm):
@@ -295,7 +295,7 @@ class TrunkBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-class PatchEmbed(nn.Module):
+class Sam3PatchEmbed(nn.Module):
     def __init__(self, dim: int, patch: int) -> None:
         super().__init__()
         self.proj = nn.Conv2d(3, dim, patch, stride=patch, bias=False)
@@ -305,7 +305,7 @@ class ViTDetTrunk(nn.Module):
     def __init__(self, cfg: Sam3Config) -> None:
         super().__init__()
         self.cfg = cfg
-        self.patch_embed = PatchEmbed(cfg.embed_dim, cfg.patch)
+        self.patch_embed = Sam3PatchEmbed(cfg.embed_dim, cfg.patch)
         self.pos_embed = nn.Parameter(torch.zeros(1, cfg.pretrain_grid**2 + 1, cfg.embed_dim))
         self.ln_pre = nn.LayerNorm(cfg.embed_dim)
         self.blocks = nn.ModuleList(
