@@ -203,6 +203,16 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
         r"^(lightx2v_I2V_14B_480p|wan2\.1_SCAIL_2_DPO_lora)",
         "wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
     ),
+    # InfiniteTalk (nodes/models/wan_infinitetalk_demo.py): Kijai's fp8-scaled Wan 2.1 I2V 14B (a two-head tiny file
+    # in Wan's plain layout: two speakers' maps average two halves of the heads), the single / multi audio patch, the
+    # wav2vec2 Chinese base encoder (the tiny large-layout one: the patch reads every layer's features, whatever the
+    # count) and lightx2v's I2V 14B distill LoRA (a rank-4 LoRA of the two-head file's blocks)
+    (None, r"^Wan2_1-I2V-14B-480p", "wan2.1_i2v_480p_14B_2heads_tiny.safetensors"),
+    (r"^Wan2_1-I2V-14B-480p", r"^wan2\.1_infiniteTalk_(single|multi)", "wan2.1_infiniteTalk_tiny.safetensors"),
+    (r"^Wan2_1-I2V-14B-480p", r"^wav2vec2-chinese-base", "wav2vec2_large_english_tiny.safetensors"),
+    (r"^Wan2_1-I2V-14B-480p", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
+    (r"^Wan2_1-I2V-14B-480p", r"^Wan2_1_VAE", "wan_2.1_vae_tiny.safetensors"),
+    (r"^Wan2_1-I2V-14B-480p", r"^lightx2v_I2V_14B_480p", "wan2.1_i2v_14B_2heads_lightx2v_lora_tiny.safetensors"),
     # Wan 2.2 S2V (nodes/models/wan_s2v_demo.py): the S2V model, its wav2vec 2.0 encoder and the lightx2v Wan 2.2
     # text-to-video LoRA the template loads onto it
     (None, r"^wan2\.2_s2v_14B", "wan2.2_s2v_14B_tiny.safetensors"),
@@ -419,10 +429,11 @@ class _Graph:
         self.inner: dict[int, _Graph] = {}
 
 
-def flat_workflow(workflow: dict) -> dict:
+def flat_workflow(workflow: dict, registry=None) -> dict:
     """The template's UI graph with every subgraph instance (nested ones too) replaced by its inner nodes, under
     fresh node ids: an inner input fed by the subgraph's input takes the outer source, or the instance's promoted
-    widget value (as a PrimitiveNode); a PreviewAny's outgoing links start at what it shows."""
+    widget value (as a PrimitiveNode); a PreviewAny's outgoing links start at what it shows. With the `registry`,
+    a promoted widget shown from an inner node is read in its class's widget order."""
     defs = {sg["id"]: sg for sg in workflow.get("definitions", {}).get("subgraphs", [])}
     out_nodes: list[dict] = []
     out_links: list[list] = []
@@ -477,7 +488,7 @@ def flat_workflow(workflow: dict) -> dict:
             return origin(outer, fed["link"], seen)
         value = promoted_value(instance, name, sg)
         if value is None:
-            value = proxied_value(instance, name, sg)
+            value = proxied_value(instance, name, sg, registry)
         if value is None:
             return None  # the inner widget keeps its own value
         primitive = next(next_id)
@@ -522,18 +533,37 @@ def promoted_value(instance: dict, name: str, subgraph: dict | None = None):
     return values[widgets.index(name)]
 
 
-def proxied_value(instance: dict, name: str, subgraph: dict):
+def proxied_value(instance: dict, name: str, subgraph: dict, registry=None):
     """The value of promoted widget `name` when the instance stores none (templates saved with empty widgets_values):
-    the inner widget it shows (the instance's proxyWidgets, one [node id, widget] per widget input, in order), read
-    from that node's widgets_values at the widget's place among its widget inputs (a seed's control value after it
-    counted). The frontend gives every inner input fed by that subgraph input this value, not only the shown one."""
+    the inner widget it shows (the instance's proxyWidgets, [node id, widget] pairs), read from that node's
+    widgets_values at the widget's place among its widget inputs (a seed's control value after it counted). The
+    proxy is the one whose inner widget the subgraph input `name` feeds; a template whose proxy list has an entry
+    per instance widget input and no such link is read by position. The frontend gives every inner input fed by
+    that subgraph input this value, not only the shown one."""
     proxies = (instance.get("properties") or {}).get("proxyWidgets") or []
+    nodes = {str(n.get("id")): n for n in subgraph.get("nodes", [])}
+    fed = next((set(i.get("linkIds") or []) for i in subgraph.get("inputs", []) if i.get("name") == name), set())
+    for node_id, widget in proxies:
+        node = nodes.get(str(node_id))
+        if node and any(i.get("name") == widget and i.get("link") in fed for i in node.get("inputs", [])):
+            return _widget_value(node, widget, registry)
     widgets = [i.get("name") for i in instance.get("inputs", []) if i.get("widget")]
     if len(proxies) != len(widgets) or name not in widgets:
         return None
     node_id, widget = proxies[widgets.index(name)]
-    node = next((n for n in subgraph.get("nodes", []) if str(n.get("id")) == str(node_id)), None)
-    values = node.get("widgets_values") if node else None
+    node = nodes.get(str(node_id))
+    return _widget_value(node, widget) if node else None
+
+
+def _widget_value(node: dict, widget: str, registry=None):
+    """Inner widget `widget`'s saved value: in its class's widget order where the registry has the class (a node
+    lists only some of its widgets among its inputs), else by its place among the node's widget inputs."""
+    if registry is not None and registry.get(node.get("type")) is not None:
+        from comfy_bridge.formats import _saved_widget_values
+
+        value = _saved_widget_values(node, registry.node_info(node["type"])).get(widget)
+        return value["__value__"] if isinstance(value, dict) and "__value__" in value else value
+    values = node.get("widgets_values")
     if not isinstance(values, list):
         return None
     index = 0
@@ -558,7 +588,7 @@ def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[di
 
     from comfy_bridge.formats import ui_to_api
 
-    prompt = ui_to_api(flat_workflow(workflow), registry)
+    prompt = ui_to_api(flat_workflow(workflow, registry), registry)
     fill_widget_defaults(prompt, registry)
     tripwires: list[str] = []
     asked = [v for n in prompt.values() for v in n["inputs"].values() if isinstance(v, str) and MODEL_FILE.search(v)]
