@@ -17,7 +17,7 @@ import torch
 from cluster.call import Params
 from cluster.refs import ModelRef
 from cluster.runtime import runtime
-from nodes import arch, diffsynth, previews, uso
+from nodes import arch, diffsynth, infinitetalk, previews, uso
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.inputs import require_model
@@ -375,6 +375,10 @@ async def sample_guided(
     if uso_projectors is not None:  # USOStyleReference: the step projects the states to style tokens
         tensors.update(uso_states)
         params = params.replace(uso=uso_projectors)
+    talk_inputs, talk = infinitetalk.step_inputs(model, fmt.process_in)
+    if talk is not None:  # WanInfiniteTalkToVideo: audio windows and motion latent for the patch in the steps
+        tensors.update(talk_inputs)
+        params = params.replace(infinitetalk=talk)
     if shapes is not None:
         params = params.replace(latent_shapes=shapes)
     mask = latent.get("noise_mask")
@@ -399,6 +403,7 @@ async def sample_guided(
         report_progress(i + 1, total, previews.preview(denoised) if shapes is None else None)
         i += 1
     out["samples"] = shaped(fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x)))
+    out["samples"] = infinitetalk.finish(model, out["samples"])
     if denoised is None:
         return out, out
     return out, {**out, "samples": shaped(fmt.process_out(denoised))}

@@ -35,7 +35,8 @@ class ModelPatchLoader:
     RELATIVE_PYTHON_MODULE = MODULE
     EXPERIMENTAL = True
     DESCRIPTION = (
-        "Loads a model patch (a DiffSynth or Z-Image Fun ControlNet, USO's style projector, an Anima LLLite) from "
+        "Loads a model patch (a DiffSynth or Z-Image Fun ControlNet, USO's style projector, an Anima LLLite, "
+        "InfiniteTalk's audio patch) from "
         "models/model_patches."
     )
 
@@ -45,6 +46,7 @@ class ModelPatchLoader:
             KIND_NAMES,
             QWEN_DIFFSYNTH,
             USO_PROJECTOR,
+            WAN_MULTITALK,
             ZIMAGE_FUN_CONTROL,
             extra_channels,
             patch_kind,
@@ -75,6 +77,14 @@ class ModelPatchLoader:
                 raise ValueError(f"name: {name!r} {e}") from None
             sizes = {"in_channels": config["in_channels"], "masked_input": config["masked_input"]}
             return (make_ref(COMPONENT, kind, [path], **sizes),)
+        if kind == WAN_MULTITALK:
+            from nodes.models.wan_multitalk import sizes_of
+
+            try:
+                sizes_of(shapes)
+            except (KeyError, ValueError) as e:
+                raise ValueError(f"name: {name!r} {e}") from None
+            return (make_ref(COMPONENT, kind, [path]),)
         if kind == USO_PROJECTOR:
             reason = uso_refuse_reason(shapes)
             if reason is not None:

@@ -107,6 +107,8 @@ class GuidedDenoiser:
         self.rope_options = params.rope_options  # ScaleROPE: read by the Flux networks
         self.diffsynth = params.diffsynth  # DiffSynth ControlNets acting inside the Qwen-Image blocks
         self.uso = params.uso  # USO style projectors whose tokens go before the Flux text tokens
+        self.infinitetalk = params.infinitetalk  # WanInfiniteTalkToVideo: (patch ref, audio scale, masked)
+        self._audio_tokens: torch.Tensor | None = None
         self.uncond = uncond  # DualModelGuider's negative MODEL and its model sampling
         windows = params.context_windows  # ContextWindowsManual: evaluations window by window
         self.context_windows = None if windows is None else context_windows.ContextWindows(**windows)
@@ -271,6 +273,10 @@ class GuidedDenoiser:
     def _predict(
         self, x: torch.Tensor, sigma: torch.Tensor, s: float, sides_entries: list[list | None]
     ) -> list[torch.Tensor | None]:
+        if self.infinitetalk:  # ComfyUI's apply-model wrapper: the motion latent over the input's first frames
+            motion = self.inputs["infinitetalk.motion"]
+            x = x.clone()
+            x[:, :, : motion.shape[2]] = motion.to(x)
         cw = self.context_windows
         if cw is None or not cw.applies(x):
             return self._predict_whole(x, sigma, s, sides_entries)
@@ -422,6 +428,8 @@ class GuidedDenoiser:
             )
             if self.diffsynth:
                 forward = self._with_diffsynth(forward, members[0][1], x.device, float(sigma.reshape(-1).max()))
+            if self.infinitetalk:
+                forward = self._with_infinitetalk(forward, members[0][1], x.device)
             out = wrap_forward(
                 self.patches, forward, xb, sigma, [e["key"] for _, e, _, _ in members], self.state, evaluation
             )
@@ -481,6 +489,21 @@ class GuidedDenoiser:
             for k, (ref, strength) in enumerate(self.diffsynth)
         ]
         return diffsynth.with_controls(forward, self._model_for(entry, device).module, controls)
+
+    def _with_infinitetalk(self, forward: Callable, entry: dict, device: torch.device) -> Callable:
+        from nodes.modelfns import infinitetalk
+
+        ref, scale, masked = self.infinitetalk
+        patch = self.load_control(ref).to(device)
+        if self._audio_tokens is None:  # the same every evaluation: projected once per step
+            from nodes.models.wan_multitalk import audio_tokens
+
+            with torch.no_grad():
+                first, later = self.inputs["infinitetalk.first"], self.inputs["infinitetalk.later"]
+                self._audio_tokens = audio_tokens(patch, first.to(device), later.to(device))
+        masks = self.inputs["infinitetalk.masks"] > 0.5 if masked else None
+        module = self._model_for(entry, device).module
+        return infinitetalk.with_audio(forward, module, patch, self._audio_tokens, scale, masks)
 
     def _uso_tokens(self, device: torch.device) -> list[torch.Tensor]:
         with torch.no_grad():
@@ -757,6 +780,7 @@ class DenoiseParams(Params):
     cfg_side: str | None = None  # a CFG split's half: only this side's prediction (nodes.modelfns.cfg_split)
     diffsynth: Any = None  # QwenImageDiffsynthControlnet: ((MODEL_PATCH ref, strength), ...), inputs diffsynth.<k>
     uso: Any = None  # USOStyleReference: (MODEL_PATCH ref, ...), the SigLIP states as inputs uso.<k>
+    infinitetalk: Any = None  # WanInfiniteTalkToVideo: (MODEL_PATCH ref, scale, masked), inputs infinitetalk.*
 
 
 @dataclass(frozen=True)
@@ -851,6 +875,7 @@ class DenoiseStep(ModelFn):
             or p.context_windows is not None
             or p.diffsynth is not None  # its control latents are per request
             or p.uso is not None  # its reference states are per request
+            or p.infinitetalk is not None  # its audio is per request
             or call.ref is None
         ):
             return None

@@ -34,8 +34,9 @@ ROPE = "rope_options"  # ScaleROPE's scales and shifts of the image position ids
 WINDOWS = "context_windows"  # ContextWindowsManual's settings (nodes.sampling.context_windows.ContextWindows)
 DIFFSYNTH = "diffsynth"  # QwenImageDiffsynthControlnet's patches (nodes.diffsynth)
 USO = "uso_style"  # USOStyleReference's projector and reference states (nodes.uso)
+INFINITETALK = "infinitetalk"  # WanInfiniteTalkToVideo's audio patch, windows and motion latent (nodes.infinitetalk)
 _SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT, DTYPE, CONDS, CFG_OVERRIDES, ROPE, WINDOWS)
-_SAMPLING_ONLY += (DIFFSYNTH, USO)
+_SAMPLING_ONLY += (DIFFSYNTH, USO, INFINITETALK)
 # The latent formats a MODEL patch may select, by name.
 LATENT_FORMATS: dict[str, LatentFormat] = {"sdxl_playground_2_5": PLAYGROUND_2_5_LATENT}
 # ComfyUI's ModelPatcher: set_model_sampler_cfg_function replaces, the pre/post setters append.

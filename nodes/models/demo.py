@@ -288,6 +288,11 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_wan_s2v = getattr(_optional("nodes.models.wan_s2v_demo"), "build_demo_wan_s2v", None)
         if build_wan_s2v is not None:  # Wan 2.2 S2V and its wav2vec 2.0 audio encoder
             written += build_wan_s2v(models_dir)
+        build_infinitetalk = getattr(
+            _optional("nodes.models.wan_infinitetalk_demo"), "build_demo_wan_infinitetalk", None
+        )
+        if build_infinitetalk is not None:  # InfiniteTalk's audio patch for the tiny Wan 2.1 i2v and wav2vec files
+            written += build_infinitetalk(models_dir)
         build_model_patches = getattr(_optional("nodes.models.model_patch_demo"), "build_demo_model_patches", None)
         if build_model_patches is not None:
             written += build_model_patches(models_dir)

@@ -10,7 +10,8 @@ Told apart by the keys of the files their authors publish, as ComfyUI's ModelPat
 - `uso_projector`: ByteDance USO's SigLIP style projector (`feature_embedder.*`, nodes.models.uso_projector);
 - `zimage_fun_control`: alibaba-pai's Z-Image-Turbo Fun ControlNet Union (`control_all_x_embedder.*`; the first
   release's layout, nodes.models.zimage_fun_control; its 2.x layouts are refused by name); `anima_lllite`: kohya-ss' ControlNet-LLLite for Anima (`lllite_conditioning1.*`, nodes.models.anima_lllite);
-  the refused kinds are the kinds today's ComfyUI added later (Wan's Uni3C and MultiTalk, SUPIR), which are
+  `wan_multitalk`: MultiTalk / InfiniteTalk's audio patch for Wan 2.1 (`audio_proj.*`, nodes.models.wan_multitalk);
+  the refused kinds are the kinds today's ComfyUI added later (Wan's Uni3C, SUPIR), which are
   named by their keys too (comfy_extras/nodes_model_patch.py at 4f8cf3e2).
 Sizes (width, extra channels, block count) are read from the tensors, so tiny files in the real layout load."""
 
@@ -30,6 +31,7 @@ QWEN_DIFFSYNTH = "qwen_diffsynth"
 USO_PROJECTOR = "uso_projector"
 ZIMAGE_FUN_CONTROL = "zimage_fun_control"
 ANIMA_LLLITE = "anima_lllite"
+WAN_MULTITALK = "wan_multitalk"  # MultiTalk / InfiniteTalk's audio patch (nodes.models.wan_multitalk)
 # a published file's marker key -> its kind (ComfyUI's ModelPatchLoader tests the same keys)
 MARKERS = {
     "lllite_conditioning1.conv1.weight": ANIMA_LLLITE,
@@ -37,7 +39,7 @@ MARKERS = {
     "feature_embedder.mid_layer_norm.bias": USO_PROJECTOR,
     "control_all_x_embedder.2-1.weight": ZIMAGE_FUN_CONTROL,
     "controlnet_patch_embedding.weight": "wan_uni3c",
-    "audio_proj.proj1.weight": "wan_multitalk",
+    "audio_proj.proj1.weight": WAN_MULTITALK,
     "control_model.input_hint_block.0.weight": "supir",
     "model.control_model.input_hint_block.0.weight": "supir",
 }
@@ -47,7 +49,7 @@ KIND_NAMES = {
     USO_PROJECTOR: "a USO style projector",
     ZIMAGE_FUN_CONTROL: "a Z-Image Fun ControlNet",
     "wan_uni3c": "a Wan Uni3C ControlNet",
-    "wan_multitalk": "a Wan MultiTalk audio patch",
+    WAN_MULTITALK: "a Wan MultiTalk / InfiniteTalk audio patch",
     "supir": "a SUPIR model",
 }
 LATENT_CHANNELS = 16  # the Qwen-Image (Wan 2.1) VAE's latent channels the control image is encoded to
@@ -130,6 +132,10 @@ def _patch_network(sd: Mapping[str, torch.Tensor], path: str | None) -> nn.Modul
         from .safetensors_io import shapes_of
 
         return build(sd, shapes_of(path)[1] if path else {}, path)
+    if kind == WAN_MULTITALK:
+        from .wan_multitalk import build
+
+        return build(sd, path)
     if kind == USO_PROJECTOR:
         from .uso_projector import build_uso_projector
 

@@ -55,6 +55,7 @@ _reference: ContextVar[dict | None] = ContextVar("wan_reference", default=None)
 HEAD_DIM = 128  # ComfyUI: num_heads = dim // 128
 FREQ_DIM = 256
 PATCH = (1, 2, 2)
+TEXT_TOKENS = 512  # umT5's padded length, which diffusers' image-to-video attention assumes
 
 
 def wan_arch(sd: Mapping[str, torch.Tensor]) -> str:
@@ -293,6 +294,11 @@ class WanDiffusionModel(DiffusionModel):
         image = cond.get("clip_fea")
         if module.condition_embedder.image_embedder is None:
             image = None  # as ComfyUI: CLIP vision features are read only by a model with an image embedder
+        elif image is None and context.shape[1] == TEXT_TOKENS:
+            # an image-to-video 2.1 model without CLIP vision features: ComfyUI's image attention then reads the
+            # whole text context (its context_img_len is None); diffusers' processor takes what precedes the last
+            # 512 states as the image's, so the text goes in twice
+            context = torch.cat([context, context], dim=1)
         camera = cond.get("camera_conditions")
         adapter = getattr(module, "control_adapter", None)
         if camera is not None and adapter is None:

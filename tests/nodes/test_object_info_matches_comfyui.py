@@ -43,6 +43,8 @@ HUNYUAN_VIDEO15 = REPO / "tests" / "models" / "fixtures" / "comfyui_hunyuan_vide
 WAN_S2V = REPO / "tests" / "models" / "fixtures" / "comfyui_wan_s2v.json.xz"
 # BerniniConditioning (newer than every ComfyUI that runs here): the newest source's schema serialised by 0.10.0's io
 BERNINI = REPO / "tests" / "models" / "fixtures" / "comfyui_bernini.json.xz"
+# WanInfiniteTalkToVideo, recorded from ComfyUI 0.10.0 (object_info of the InfiniteTalk fixture).
+INFINITETALK = REPO / "tests" / "models" / "fixtures" / "comfyui_infinitetalk.json.xz"
 # Kandinsky 5's two nodes, recorded from ComfyUI 0.10.0 with the family's numbers (object_info of that fixture).
 KANDINSKY5 = REPO / "tests" / "models" / "fixtures" / "comfyui_kandinsky5.json.xz"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
@@ -158,6 +160,7 @@ def reference() -> dict[str, dict]:
         **load_json(KANDINSKY5)["object_info"],
         **load_json(BERNINI)["object_info"],
         **load_json(WAN_S2V)["object_info"],
+        **load_json(INFINITETALK)["object_info"],
         **json.loads(MAGE_FLOW.read_text())["classes"],
     }
 
