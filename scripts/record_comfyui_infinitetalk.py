@@ -3,12 +3,14 @@ patch (nodes/models/wan_infinitetalk_demo.py: model_patches/wan2.1_infiniteTalk_
 tests/models/test_wan_multitalk.py checks (tests/models/fixtures/comfyui_infinitetalk.json.xz).
 
 ComfyUI builds the patch with the released file's fixed sizes (40 blocks, 40 heads, wav2vec2-base's 12 x 768
-features); the recorder builds the same classes at the tiny file's sizes (2 blocks, 1 head of 128, 24 x 64
-features; a 2-head 256-wide attention for the two-speaker cases, seeded) and loads the file. Recorded on seeded
-inputs: project_audio_features for one speaker and for two speakers laid end to end (frames past the audio, an
-offset window), the audio cross-attention of block 1 for one speaker, get_attn_map_with_target's speaker maps and
-the two-speaker rotary attention; the patched Wan forward (no patch, one speaker, two
-speakers); WanInfiniteTalkToVideo's outputs for two speakers and for an extension; its object_info. Run inside ComfyUI 0.10.0's environment:
+features); the recorder builds the same classes at the tiny file's sizes (2 blocks, 2 heads of 128, 24 x 64
+features; a seeded 2-head 256-wide attention for the rotary case) and loads the file. Recorded on seeded inputs:
+project_audio_features for one speaker and for two laid end to end (frames past the audio, an offset window), the
+audio cross-attention of block 1 for one speaker, get_attn_map_with_target's speaker maps and the two-speaker rotary
+attention; the two-head tiny Wan 2.1 i2v file's raw output (no patch, one speaker, two speakers);
+WanInfiniteTalkToVideo's outputs for two speakers and for an extension; two euler steps of SamplerCustomAdvanced on
+its MODEL for both (the file loaded by ComfyUI's UNETLoader path with record_comfyui_wan's tiny widths, so
+<models dir> is a demo-models workspace's models folder); its object_info. Run inside ComfyUI 0.10.0's environment:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:/work/main/scripts:. OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_infinitetalk.py <out .json.xz> <models dir>
@@ -19,9 +21,12 @@ from __future__ import annotations
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, sha256, write_json
+from comfyui_recording import b64, comfyui_on_cpu, run_node, sha256, write_json
 
 OUT, MODELS = sys.argv[1:3]
+sys.argv[1:] = [OUT, MODELS, MODELS, OUT, OUT]  # record_comfyui_wan reads its own arguments on import
+import record_comfyui_wan  # noqa: E402  (ComfyUI's modules; the tiny widths for loading the tiny Wan files)
+
 comfyui_on_cpu()
 
 import comfy.ldm.modules.attention as attention  # noqa: E402
@@ -197,6 +202,62 @@ def record_node(patch: torch.nn.Module) -> dict:
     return rec
 
 
+def record_sampling(patch: torch.nn.Module) -> dict:
+    """Two euler steps (normal schedule, cfg 1, the negative zeroed as the template does) of the two-head tiny Wan
+    2.1 i2v file loaded by ComfyUI's UNETLoader path, patched by WanInfiniteTalkToVideo: two speakers from a start
+    image, and one speaker extending 12 previous frames by their last 5 (the motion latent over the input's first
+    frames in every evaluation, spliced in front of the sampled latent); seeded text states. The output latents."""
+    from comfy_extras import nodes_custom_sampler as cs
+
+    import nodes as comfy_nodes
+
+    record_comfyui_wan.tiny_widths()
+    model = comfy.sd.load_diffusion_model(f"{MODELS}/{WAN_FILE}")
+    vae = comfy.sd.VAE(sd=comfy.utils.load_torch_file(f"{MODELS}/{VAE_FILE}"))
+    patcher = comfy.model_patcher.ModelPatcher(patch, torch.device("cpu"), torch.device("cpu"))
+    gen = torch.Generator().manual_seed(47)
+    cond = [[torch.randn(1, 512, 32, generator=gen), {}]]
+    (negative,) = run_node(comfy_nodes.ConditioningZeroOut, {"conditioning": cond})
+    out1, out2 = encoder_output(gen, 30), encoder_output(gen, 24)
+    start = torch.rand(1, 48, 64, 3, generator=gen)
+    previous = torch.rand(12, 48, 64, 3, generator=gen)
+    mask_1 = (torch.rand(1, 48, 64, generator=gen) > 0.5).float()
+    mask_2 = 1.0 - mask_1
+    cases = {
+        "two": (
+            5,
+            {"mode": {"mode": "two_speakers", "audio_encoder_output_2": out2, "mask_1": mask_1, "mask_2": mask_2}},
+        ),
+        "extend": (6, {"mode": {"mode": "single_speaker"}, "previous_frames": previous, "motion_frame_count": 5}),
+    }
+    rec = {}
+    for name, (seed, kwargs) in cases.items():
+        args = {"motion_frame_count": 9, "audio_scale": 1.0, **kwargs}
+        m, pos, neg, latent, _ = WanInfiniteTalkToVideo.execute(
+            model=model,
+            model_patch=patcher,
+            positive=cond,
+            negative=negative,
+            vae=vae,
+            width=64,
+            height=48,
+            length=9,
+            audio_encoder_output_1=out1,
+            start_image=start,
+            **args,
+        )
+        (noise,) = run_node(cs.RandomNoise, {"noise_seed": seed})
+        (sampler,) = run_node(cs.KSamplerSelect, {"sampler_name": "euler"})
+        (sigmas,) = run_node(cs.BasicScheduler, {"model": m, "scheduler": "normal", "steps": 2, "denoise": 1.0})
+        (guider,) = run_node(cs.CFGGuider, {"model": m, "positive": pos, "negative": neg, "cfg": 1.0})
+        out, _ = run_node(
+            cs.SamplerCustomAdvanced,
+            {"noise": noise, "guider": guider, "sampler": sampler, "sigmas": sigmas, "latent_image": latent},
+        )
+        rec[name] = {"seed": seed, "samples": b64(out["samples"])}
+    return rec
+
+
 def main() -> None:
     patch = tiny_patch()
     gen = torch.Generator().manual_seed(39)
@@ -230,6 +291,7 @@ def main() -> None:
         out["two"] = b64(multi(x2, audio2, shape=(3, 3, 4), x_ref_attn_map=maps))
         record_forward(patch, out)
         out["node"] = record_node(patch)
+        out["sampling"] = record_sampling(patch)
     out["object_info"] = {
         "WanInfiniteTalkToVideo": {
             **WanInfiniteTalkToVideo.GET_NODE_INFO_V1(),

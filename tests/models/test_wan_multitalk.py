@@ -212,3 +212,64 @@ def test_node_conditions_as_comfyui(rec: dict, patch: torch.nn.Module, node_work
         _close(side[0][1]["concat_latent_image"], r["concat_latent_image"])
         assert torch.equal(side[0][1]["concat_mask"], tensor(r["concat_mask"]))
     assert list(latent["samples"].shape) == r["latent_shape"]
+
+
+@pytest.mark.parametrize("case", ["two", "extend"])
+def test_sampling_matches_comfyui(rec: dict, node_workspace, case: str) -> None:
+    """Two euler steps at cfg 1 (the template's sampler, its negative zeroed) of the two-head tiny file through
+    UNETLoader, ModelPatchLoader, WanInfiniteTalkToVideo and SamplerCustomAdvanced: two speakers from a start image,
+    and one speaker extending 12 previous frames by their last 5 (every evaluation's input starts with the motion
+    latent; the sampled latent gets it in front again); the output latent as ComfyUI 0.10.0's sampler gives it."""
+    import asyncio
+
+    from nodes.loaders import make_ref
+    from nodes.models.wan_demo import FILES as WAN_FILES
+    from nodes.models.wan_infinitetalk_demo import FILES
+    from tests.node_calls import call_node
+
+    models = node_workspace.models_dir
+    gen = torch.Generator().manual_seed(47)  # the recorder's draws, in its order
+    cond = [[torch.randn(1, 512, 32, generator=gen), {}]]
+    out1, out2 = _encoder_output(gen, 30), _encoder_output(gen, 24)
+    start = torch.rand(1, 48, 64, 3, generator=gen)
+    previous = torch.rand(12, 48, 64, 3, generator=gen)
+    mask_1 = (torch.rand(1, 48, 64, generator=gen) > 0.5).float()
+    mask_2 = 1.0 - mask_1
+    if case == "two":
+        extra = {"mode": "two_speakers", "mode.audio_encoder_output_2": out2, "mode.mask_1": mask_1}
+        extra.update({"mode.mask_2": mask_2, "motion_frame_count": 9})
+    else:
+        extra = {"mode": "single_speaker", "previous_frames": previous, "motion_frame_count": 5}
+
+    async def run() -> torch.Tensor:
+        (model,) = await call_node("UNETLoader", unet_name=FILES["wan"].split("/")[1], weight_dtype="default")
+        from nodes.library.model_patch import ModelPatchLoader
+
+        (patch_ref,) = ModelPatchLoader().load_model_patch(FILES["patch"].split("/")[1])
+        vae = make_ref("vae", "qwen_image", [models / WAN_FILES["vae"]])
+        (negative,) = await call_node("ConditioningZeroOut", conditioning=cond)
+        m, pos, neg, latent, _ = await call_node(
+            "WanInfiniteTalkToVideo",
+            model=model,
+            model_patch=patch_ref,
+            positive=cond,
+            negative=negative,
+            vae=vae,
+            width=64,
+            height=48,
+            length=9,
+            audio_encoder_output_1=out1,
+            audio_scale=1.0,
+            start_image=start,
+            **extra,
+        )
+        (noise,) = await call_node("RandomNoise", noise_seed=rec["sampling"][case]["seed"])
+        (sampler,) = await call_node("KSamplerSelect", sampler_name="euler")
+        (sigmas,) = await call_node("BasicScheduler", model=m, scheduler="normal", steps=2, denoise=1.0)
+        (guider,) = await call_node("CFGGuider", model=m, positive=pos, negative=neg, cfg=1.0)
+        out, _ = await call_node(
+            "SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sampler, sigmas=sigmas, latent_image=latent
+        )
+        return out["samples"]
+
+    _close(asyncio.run(run()), rec["sampling"][case]["samples"])
