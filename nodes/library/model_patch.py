@@ -16,7 +16,7 @@ from nodes.diffsynth import DiffSynthPatch, LLLitePatch, with_patch
 from nodes.inputs import require_component, require_model, require_ref
 from nodes.library.clip_vision import ClipVisionOutput
 from nodes.loaders import make_ref, model_file
-from nodes.models.model_patch import ANIMA_LLLITE, USO_PROJECTOR, ZIMAGE_FUN_CONTROL
+from nodes.models.model_patch import ANIMA_LLLITE, USO_PROJECTOR, WAN_MULTITALK, ZIMAGE_FUN_CONTROL
 from nodes.uso import UsoStylePatch, encoded_states, with_uso
 from nodes.workspace import active
 
@@ -46,7 +46,6 @@ class ModelPatchLoader:
             KIND_NAMES,
             QWEN_DIFFSYNTH,
             USO_PROJECTOR,
-            WAN_MULTITALK,
             ZIMAGE_FUN_CONTROL,
             extra_channels,
             patch_kind,
@@ -138,6 +137,8 @@ class QwenImageDiffsynthControlnet:
             )
         if patch.arch == ANIMA_LLLITE:
             raise ValueError("model_patch: an Anima LLLite is applied with AnimaLLLiteApply")
+        if patch.arch == WAN_MULTITALK:
+            raise ValueError("model_patch: InfiniteTalk's audio patch is applied with WanInfiniteTalkToVideo")
         if patch.arch == ZIMAGE_FUN_CONTROL:
             if model.arch != "zimage":
                 raise ValueError(f"model: a Z-Image Fun ControlNet patches Z-Image models, not {model.arch}")

@@ -273,3 +273,31 @@ def test_sampling_matches_comfyui(rec: dict, node_workspace, case: str) -> None:
         return out["samples"]
 
     _close(asyncio.run(run()), rec["sampling"][case]["samples"])
+
+
+def test_loader_and_other_patch_nodes_name_the_patch(node_workspace) -> None:
+    """ModelPatchLoader gives the patch's kind; a file missing its blocks is named; the ControlNet-patch node refuses
+    it; WanInfiniteTalkToVideo refuses another kind of patch."""
+    import asyncio
+
+    from safetensors.torch import save_file
+
+    from nodes.library.model_patch import ModelPatchLoader, QwenImageDiffsynthControlnet
+    from nodes.library.wan_infinitetalk import WanInfiniteTalkToVideo
+    from nodes.loaders import make_ref
+    from nodes.models.wan_infinitetalk_demo import FILES
+
+    (ref,) = ModelPatchLoader().load_model_patch(FILES["patch"].split("/")[1])
+    assert ref.arch == "wan_multitalk"
+    broken = {k: v for k, v in infinitetalk_patch().items() if not k.startswith("blocks.")}
+    save_file(broken, str(node_workspace.models_dir / "model_patches" / "broken_talk.safetensors"))
+    with pytest.raises(ValueError, match="broken_talk"):
+        ModelPatchLoader().load_model_patch("broken_talk.safetensors")
+    model = make_ref("diffusion_model", "qwen_image", [node_workspace.models_dir / FILES["wan"]])
+    vae = make_ref("vae", "qwen_image", [node_workspace.models_dir / "vae" / "wan_2.1_vae_tiny.safetensors"])
+    with pytest.raises(ValueError, match="WanInfiniteTalkToVideo"):
+        QwenImageDiffsynthControlnet().diffsynth_controlnet(model, ref, vae, torch.zeros(1, 8, 8, 3), 1.0)
+    other = make_ref("model_patch", "qwen_diffsynth", [node_workspace.models_dir / FILES["patch"]])
+    node = WanInfiniteTalkToVideo().execute("single_speaker", model, other, [], [], None, 64, 64, 9, {}, 9)
+    with pytest.raises(ValueError, match="InfiniteTalk's audio patch"):
+        asyncio.run(node)
