@@ -48,9 +48,11 @@ def demo_workspace(tmp_path_factory) -> Workspace:
     """A workspace with the demo models and the example input image, built once per session."""
     from comfy_bridge.cli.demo_models import ensure_demo_models
     from nodes.workspace import Workspace, activate
+    from tests.demo_models_once import seed_demo_models
 
     root = Path(os.environ.get("COMFY_CLUSTER_TEST_WORKSPACE") or tmp_path_factory.mktemp("workspace"))
     ws = activate(Workspace(root).create())
+    seed_demo_models(root)  # the session's one build, which the e2e tests' fresh workspaces share
     ensure_demo_models(ws)
     return ws
 

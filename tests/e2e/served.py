@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.conftest import free_port
+from tests.demo_models_once import seed_demo_models
 from tests.e2e.test_samplers_on_executors import render_on_server
 from tests.recorded_tensors import at_recorded, pixels
 
@@ -22,14 +23,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 @contextmanager
 def serving(workspace: Path, log_path: Path, *flags: str) -> Iterator[str]:
-    """`comfy-cluster serve` on the workspace (its log in log_path) until the block ends; yields its base URL."""
+    """`comfy-cluster serve` on the workspace (its log in log_path) until the block ends; yields its base URL.
+    A fresh workspace gets the demo models first (seed_demo_models), as serve's first start would build them."""
+    seed_demo_models(workspace)
     port = free_port()
     cmd = [sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace), "--port", str(port)]
     with open(log_path, "w") as log:
         proc = subprocess.Popen([*cmd, *flags], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         try:
             base = f"http://127.0.0.1:{port}"
-            deadline = time.time() + 300  # the first start builds the demo models
+            deadline = time.time() + 300
             while True:
                 try:
                     urllib.request.urlopen(base + "/system_stats", timeout=2).read()
