@@ -15,6 +15,7 @@ from nodes.models.components import (
     WAN21_LATENT,
     WAN22_LATENT,
     LatentFormat,
+    NormalizedLatentFormat,
 )
 
 # MiniMax H3's video latents: the VAE itself normalises them (ComfyUI's MiniMaxH3AV format scales by 1).
@@ -76,6 +77,39 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "kandinsky5": LatentFormat(16, 0.476986),
     # ComfyUI 0.3.64's supported_models.HunyuanVideo: latent_formats.HunyuanVideo (16 channels at 0.476986)
     "hunyuan_video": LatentFormat(16, 0.476986),
+    # ComfyUI 0.3.64's supported_models.GenmoMochi: latent_formats.Mochi (12 channels, per-channel mean and std)
+    "mochi": NormalizedLatentFormat(
+        12,
+        1.0,
+        latents_mean=(
+            -0.06730895953510081,
+            -0.038011381506090416,
+            -0.07477820912866141,
+            -0.05565264470995561,
+            0.012767231469026969,
+            -0.04703542746246419,
+            0.043896967884726704,
+            -0.09346305707025976,
+            -0.09918314763016893,
+            -0.008729793427399178,
+            -0.011931556316503654,
+            -0.0321993391887285,
+        ),
+        latents_std=(
+            0.9263795028493863,
+            0.9248894543193766,
+            0.9393059390890617,
+            0.959253732819592,
+            0.8244560132752793,
+            0.917259975397747,
+            0.9294154431013696,
+            1.3720942357788521,
+            0.881393668867029,
+            0.9168315692124348,
+            0.9185249279345552,
+            0.9274757570805041,
+        ),
+    ),
     "kandinsky5_image": FLUX_LATENT,  # ComfyUI 0.10.0's supported_models.Kandinsky5Image: latent format Flux
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
     "svd": SD1_LATENT,  # ComfyUI 0.3.64's supported_models.SVD_img2vid: latent format SD15
@@ -161,6 +195,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "kandinsky5": {"kind": "flow", "shift": 10.0, "multiplier": 1000},
     # ComfyUI 0.3.64's supported_models.HunyuanVideo (and its I2V variants): FLOW at shift 7
     "hunyuan_video": {"kind": "flow", "shift": 7.0, "multiplier": 1000},
+    # ComfyUI 0.3.64's supported_models.GenmoMochi: FLOW at shift 6, multiplier 1 (the timestep is sigma)
+    "mochi": {"kind": "flow", "shift": 6.0, "multiplier": 1.0},
     "kandinsky5_image": {"kind": "flow", "shift": 3.0, "multiplier": 1000},  # supported_models.Kandinsky5Image
     # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
     "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
@@ -193,6 +229,7 @@ VIDEO_ARCHS = frozenset(
         "ltxv",
         "hunyuan_video15",
         "hunyuan_video",
+        "mochi",
     }
 )
 

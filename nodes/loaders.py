@@ -211,6 +211,7 @@ _CLIP_TYPE_ARCH = {
     "pixart": "pixart_sigma",  # T5-XXL alone with PixArt's tokenizer settings (nodes.models.pixart)
     "hidream": "hidream",
     "stable_cascade": "stable_cascade_c",
+    "mochi": "mochi",  # T5-XXL for Mochi 1 preview (nodes.models.mochi_text)
     "ltxv": "ltxv",  # T5-XXL for LTX-Video 0.9 (nodes.models.ltxv_text); LTX-2.5's Gemma 4 is told apart above
     "hunyuan_image": "hunyuan_image",  # Qwen2.5-VL with Hunyuan Image 2.1's template (nodes.models.hunyuan_image_text)
     "hunyuan_video": "hunyuan_video",  # llava-llama3 + CLIP-L for HunyuanVideo 1.0 (nodes.models.hunyuan_video_text)

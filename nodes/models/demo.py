@@ -405,6 +405,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_hv_vae = getattr(_optional("nodes.models.hunyuan_video_vae_demo"), "build_demo_hunyuan_video_vae", None)
         if build_hv_vae is not None:  # HunyuanVideo 1.0's VAE (Kandinsky 5's video templates')
             written += build_hv_vae(models_dir)
+        build_mochi = getattr(_optional("nodes.models.mochi_demo"), "build_demo_mochi", None)
+        if build_mochi is not None:  # Genmo Mochi 1 preview's DiT and VAE decoder
+            written += build_mochi(models_dir)
         build_hv = getattr(_optional("nodes.models.hunyuan_video_demo"), "build_demo_hunyuan_video", None)
         if build_hv is not None:  # HunyuanVideo 1.0's DiTs (text and image to video) and llava-llama3
             written += build_hv(models_dir)

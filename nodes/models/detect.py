@@ -78,7 +78,10 @@ QWEN_IMAGE21_MLP = ("transformer_blocks.0.img_mlp.gate_up.weight", "transformer_
 HUNYUAN_IMAGE_MARKER = "txt_in.individual_token_refiner.blocks.0.norm1.weight"
 HUNYUAN_IMAGE_VAE_MARKER = "decoder.conv_in.weight"
 # SAM 3 / SAM 3.1 (Comfy-Org/sam3.1's files): today's ComfyUI's model_detection keys; the propagation neck is 3.1's
-SAM3_MARKERS = ("detector.backbone.vision_backbone.trunk.blocks.0.attn.qkv.weight", "detector.transformer.decoder.query_embed.weight")
+SAM3_MARKERS = (
+    "detector.backbone.vision_backbone.trunk.blocks.0.attn.qkv.weight",
+    "detector.transformer.decoder.query_embed.weight",
+)
 SAM31_MARKER = "detector.backbone.vision_backbone.propagation_convs.0.conv_1x1.weight"
 WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
 WAN22_VAE_MARKER = "decoder.upsamples.0.upsamples.0.residual.2.weight"
@@ -152,6 +155,13 @@ SEEDVR2_VAE_MARKER = "decoder.up_blocks.2.upsamplers.0.upscale_conv.weight"
 # HunyuanVideo 1.5 (Comfy-Org/HunyuanVideo_1.5_repackaged): HunyuanVideo's layout with a SigLIP image projection
 # (ComfyUI 0.10.0's model_detection reads vision_in_dim from it), and its causal 3-D VAE (nodes/models/hunyuan_video15*).
 HUNYUAN_VIDEO15_MARKER = "vision_in.proj.0.weight"
+# ComfyUI 0.3.64's comfy/sd.py markers of Genmo Mochi's VAE: its decoder's (bare or under decoder.), its encoder's
+MOCHI_VAE_MARKERS = (
+    "blocks.2.blocks.3.stack.5.weight",
+    "decoder.blocks.2.blocks.3.stack.5.weight",
+    "layers.4.layers.1.attn_block.attn.qkv.weight",
+    "encoder.layers.4.layers.1.attn_block.attn.qkv.weight",
+)
 HUNYUAN_VIDEO15_VAE_MARKER = "decoder.conv_in.conv.weight"
 
 
@@ -288,6 +298,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if all(k in shapes for k in SAM3_MARKERS):  # SAM 3 / 3.1 (nodes/models/sam3.py): detector, tracker and its CLIP
         arch = "sam31" if SAM31_MARKER in shapes else "sam3"
         return info(arch, "checkpoint", {"diffusion_model", "text_encoder"}, "comfy")
+    if any(k in shapes for k in MOCHI_VAE_MARKERS):  # ComfyUI 0.3.64's comfy/sd.py rule for Genmo Mochi's VAE
+        return info("mochi", "vae", {"vae"}, "genmo")
     seedvr2 = seedvr2_part(shapes)  # before the VAE rules, which its VAE's encoder.conv_in would meet
     if seedvr2 == "VAE":  # the causal video VAE (nodes/models/seedvr2_vae.py)
         return info("seedvr2", "vae", {"vae"}, "comfy")
@@ -405,6 +417,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("hunyuan_video15", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
     if prefix is not None and is_hunyuan_image_dit(shapes, prefix):  # ComfyUI 0.3.64's HunyuanVideo-family rule
         return info("hunyuan_image", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
+    mochi = _prefix_with(shapes, "t5_yproj.weight")  # ComfyUI 0.3.64's model_detection: Genmo Mochi preview
+    if mochi is not None and mochi + "x_embedder.proj.weight" in shapes:
+        return info("mochi", "diffusion_model", {"diffusion_model"}, "genmo", mochi)
     if prefix is not None and is_hunyuan_video_dit(shapes, prefix):  # supported_models.HunyuanVideo (and I2V)
         return info("hunyuan_video", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
     if prefix is not None:

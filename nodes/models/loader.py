@@ -70,6 +70,7 @@ DIT_ARCHS = (
     "hunyuan_image",
     "hunyuan_video15",
     "hunyuan_video",
+    "mochi",
     "kandinsky5",
     "kandinsky5_image",
     "hunyuan_dit",
@@ -130,6 +131,7 @@ _ARCH_MODULES = {
     "minimax_h3_audio": ("nodes.models.minimax_h3_audio",),
     "ltx2": ("nodes.models.ltx2", "nodes.models.ltx2_vae", "nodes.models.ltx2_text"),
     "ltxv": ("nodes.models.ltxv", "nodes.models.ltxv_text"),
+    "mochi": ("nodes.models.mochi", "nodes.models.mochi_vae"),
     "svd": ("nodes.models.svd",),
     "pixart_alpha": ("nodes.models.pixart",),
     "pixart_sigma": ("nodes.models.pixart",),
@@ -458,6 +460,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if clip_type == "ltxv":  # ComfyUI 0.3.64's CLIPLoader type ltxv: T5-XXL alone with its attention mask
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "ltxv")
+    if clip_type == "mochi":  # ComfyUI 0.3.64's CLIPLoader type mochi: T5-XXL alone, at least 256 tokens
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "mochi")
     if clip_type == "chroma":  # ComfyUI's CLIPLoader type chroma: T5-XXL alone, PixArt's tokenizer
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "chroma")

@@ -1,0 +1,110 @@
+"""Genmo Mochi 1 preview (nodes/models/mochi*.py) against ComfyUI 0.3.64 on the tiny files
+(scripts/record_comfyui_mochi.py): detection and model sampling, CLIPLoader type mochi's conditioning and attention
+mask, the raw DiT output and apply_model's prediction at sigma 0.7 with a 7-token prompt, and the VAE's decode."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.recorded_tensors import at_recorded, load_json, tensor
+
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_mochi.json.xz")
+DIT, VAE, T5 = list(FIXTURE["files"])
+ATOL = 1e-5
+
+
+def seeded(seed: int, shape) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def close(ours: torch.Tensor, entry: dict, atol: float = ATOL) -> None:
+    torch.testing.assert_close(at_recorded(ours, entry), tensor(entry), atol=atol, rtol=0)
+
+
+def test_files_are_the_recorded_ones(demo_workspace):
+    for rel, digest in FIXTURE["files"].items():
+        assert hashlib.sha256((demo_workspace.models_dir / rel).read_bytes()).hexdigest() == digest, rel
+
+
+@pytest.fixture(scope="module")
+def model(demo_workspace):
+    from nodes.loaders import make_ref
+    from nodes.models.loader import load_diffusion_model
+
+    torch.set_num_threads(1)
+    return load_diffusion_model(make_ref("diffusion_model", "mochi", [demo_workspace.models_dir / DIT]))
+
+
+def test_detection_and_sampling_are_comfyuis(demo_workspace, model):
+    from nodes.arch import is_video
+    from nodes.models.detect import probe
+    from nodes.sampling.model_sampling import model_sampling_from_config
+
+    assert FIXTURE["model_config"] == "GenmoMochi" and FIXTURE["unet_dtype"] == "torch.float32"
+    assert (probe(demo_workspace.models_dir / DIT).arch, probe(demo_workspace.models_dir / VAE).arch) == (
+        "mochi",
+        "mochi",
+    )
+    sizes, config = FIXTURE["dit_sizes"], model.module.config
+    assert (config.depth, config.heads, config.hidden_x, config.hidden_y, config.t5_dim) == (
+        sizes["depth"],
+        sizes["num_heads"],
+        sizes["hidden_size_x"],
+        sizes["hidden_size_y"],
+        sizes["t5_feat_dim"],
+    )
+    assert is_video("mochi") and model.latent_format.channels == 12
+    ms = model_sampling_from_config(model.sampling)
+    assert float(ms.sigmas[0]) == pytest.approx(FIXTURE["model_sampling"]["sigma_min"], abs=1e-7)
+    assert len(ms.sigmas) == FIXTURE["model_sampling"]["count"]
+
+
+def test_dit_output_and_prediction_are_comfyuis(model):
+    from nodes.sampling.model_sampling import model_sampling_from_config
+
+    rec = FIXTURE["forward"]
+    x, context = seeded(*rec["x"]), seeded(*rec["context"])
+    mask = torch.zeros(1, context.shape[1], dtype=torch.long)
+    mask[:, : rec["tokens"]] = 1
+    sigma = torch.tensor([rec["sigma"]])
+    ms = model_sampling_from_config(model.sampling)
+    with torch.no_grad():
+        raw = model.apply(x, ms.timestep(sigma), {"context": context, "attention_mask": mask})
+    close(raw, rec["raw"])
+    close(ms.calculate_denoised(sigma, raw, x), rec["apply_model"])
+    # the prompt's count matters: ComfyUI cuts the text tokens to it (a wrong cut changes the output)
+    mask[:, rec["tokens"]] = 1
+    with torch.no_grad():
+        other = model.apply(x, ms.timestep(sigma), {"context": context, "attention_mask": mask})
+    assert (at_recorded(other, rec["raw"]) - tensor(rec["raw"])).abs().max() > 1e-3
+
+
+def test_text_encoder_is_comfyuis(demo_workspace):
+    from nodes.loaders import make_ref
+    from nodes.models.loader import load_text_encoder
+
+    ref = make_ref("text_encoder", "mochi", [demo_workspace.models_dir / T5], clip_type="mochi")
+    encoder = load_text_encoder(ref)
+    for rec in FIXTURE["text"]:
+        tokens = encoder.tokenize(rec["prompt"])
+        assert [[list(t) for t in w] for w in tokens["t5xxl"]] == rec["tokens"]
+        cond, _ = encoder.encode(tokens)
+        close(cond, rec["cond"])
+        close(encoder.extras(tokens)["attention_mask"].float(), rec["attention_mask"], 0)
+
+
+def test_vae_decode_is_comfyuis(demo_workspace):
+    from nodes.loaders import make_ref
+    from nodes.models.loader import load_vae
+
+    vae = load_vae(make_ref("vae", "mochi", [demo_workspace.models_dir / VAE]))
+    rec = FIXTURE["decode"]
+    frames = vae.decode(seeded(rec["seed"], rec["shape"]))
+    # ComfyUI's VAE.decode gives [B,T,H,W,3]; ours IMAGE [B*T,H,W,3]
+    close(frames.reshape(rec["frames"]["shape"]), rec["frames"])
+    with pytest.raises(NotImplementedError):
+        vae.encode(torch.zeros(7, 16, 16, 3))
