@@ -13,7 +13,7 @@ this script gives both the tiny file's sizes and its T5 the tiny sizes and vocab
 tiny_t5_in_comfyui, --fp32-text-enc) and changes nothing else. Recorded: the detected model config; the workflow's
 prompts encoded by CLIPLoader type mochi (tokens, conditioning, attention mask); the raw DiT output and apply_model's
 prediction at sigma 0.7 for seeded inputs with a 7-token mask; VAE.decode of a seeded latent (as VAEDecode runs it
-on a CPU: the whole latent at once); and workflows_json/mochi_t2v.json run node by node with 0.3.64's node classes
+on a CPU: the whole latent at once) and VAEDecodeTiled's decode of one in tiles of time, height and width; and workflows_json/mochi_t2v.json run node by node with 0.3.64's node classes
 (the sampled latent and VAEDecode's frames; CreateVideo / SaveVideo are not run)."""
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ TEXT_ENCODER = "text_encoders/flux-tiny-t5.safetensors"
 VOCAB = f"{REPO}/nodes/models/configs/flux-tiny/t5_vocab.json"
 FORWARD = {"x": (1, (1, 12, 3, 8, 12)), "context": (2, (1, 256, 32)), "tokens": 7, "sigma": 0.7}
 DECODE = (3, (1, 12, 3, 4, 6))
+# VAEDecodeTiled's (tile_size, overlap, temporal_size, temporal_overlap), seed, latent shape: tiles of 2 latent frames
+# (12 // 6) overlapping by 1 and of 8x8 latent pixels overlapping by 2
+TILED = ((64, 16, 12, 6), 4, (1, 12, 5, 10, 12))
 
 
 def seeded(seed: int, shape) -> torch.Tensor:
@@ -173,6 +176,12 @@ def main() -> None:
         "vae_dtype": str(vae.vae_dtype),
         "frames": b64(frames, 8192),
     }
+
+    import nodes
+
+    settings, seed, shape = TILED
+    (tiled,) = nodes.VAEDecodeTiled().decode(vae, {"samples": seeded(seed, shape)}, *settings)
+    out["tiled"] = {"settings": list(settings), "seed": seed, "shape": list(shape), "image": b64(tiled, 8192)}
 
     clip = comfy.sd.load_clip(ckpt_paths=[f"{models}/{TEXT_ENCODER}"], clip_type=comfy.sd.CLIPType.MOCHI)
     with open(f"{REPO}/workflows_json/mochi_t2v.json") as f:

@@ -108,3 +108,21 @@ def test_vae_decode_is_comfyuis(demo_workspace):
     close(frames.reshape(rec["frames"]["shape"]), rec["frames"])
     with pytest.raises(NotImplementedError):
         vae.encode(torch.zeros(7, 16, 16, 3))
+
+
+def test_tiled_decode_is_comfyuis(demo_workspace):
+    """VAE Decode (Tiled) in 2-frame latent tiles overlapping by 1 and 8x8 tiles overlapping by 2, blended as
+    ComfyUI 0.3.64's VAEDecodeTiled blends them (nodes.modelfns.vae.tiled_video); not the whole decode."""
+    import asyncio
+
+    from nodes.loaders import make_ref
+    from nodes.model_nodes import VAEDecodeTiled
+
+    rec = FIXTURE["tiled"]
+    ref = make_ref("vae", "mochi", [demo_workspace.models_dir / VAE])
+    latent = seeded(rec["seed"], rec["shape"])
+    (image,) = asyncio.run(VAEDecodeTiled().decode(ref, {"samples": latent}, *rec["settings"]))
+    close(image.reshape(rec["image"]["shape"]), rec["image"])
+    from nodes.models.loader import load_vae
+
+    assert (image - load_vae(ref).decode(latent)).abs().max() > 1e-3
