@@ -13,7 +13,7 @@ this script gives both the tiny file's sizes and its T5 the tiny sizes and vocab
 tiny_t5_in_comfyui, --fp32-text-enc) and changes nothing else. Recorded: the detected model config; the workflow's
 prompts encoded by CLIPLoader type mochi (tokens, conditioning, attention mask); the raw DiT output and apply_model's
 prediction at sigma 0.7 for seeded inputs with a 7-token mask; VAE.decode of a seeded latent (as VAEDecode runs it
-on a CPU: the whole latent at once) and VAEDecodeTiled's decode of one in tiles of time, height and width; and workflows_json/mochi_t2v.json run node by node with 0.3.64's node classes
+on a CPU: the whole latent at once) VAEDecodeTiled's decode of one in tiles of time, height and width; VAE.encode of seeded frames (VAEEncode's); and workflows_json/mochi_t2v.json run node by node with 0.3.64's node classes
 (the sampled latent and VAEDecode's frames; CreateVideo / SaveVideo are not run)."""
 
 from __future__ import annotations
@@ -58,6 +58,9 @@ DECODE = (3, (1, 12, 3, 4, 6))
 # VAEDecodeTiled's (tile_size, overlap, temporal_size, temporal_overlap), seed, latent shape: tiles of 2 latent frames
 # (12 // 6) overlapping by 1 and of 8x8 latent pixels overlapping by 2
 TILED = ((64, 16, 12, 6), 4, (1, 12, 5, 10, 12))
+# name -> (seed, frames, height, width) of pixels 0..1 to encode: 13 frames at an odd size (centre-cropped to 48x64);
+# one frame (the temporal attention's single-frame path)
+ENCODE = {"video": (5, 13, 50, 70), "one_frame": (6, 1, 32, 40)}
 
 
 def seeded(seed: int, shape) -> torch.Tensor:
@@ -90,9 +93,31 @@ def tiny_dit(sd: dict) -> dict:
     return sizes
 
 
+def tiny_encoder_sizes(sd: dict) -> dict:
+    """VideoVAE's encoder at the file's sizes: widths (the input projection's, then each downsampling kernel's) and
+    residual blocks (before the first downsampling, in each, after the last); the rest as released."""
+    count = len({k.split(".")[2] for k in sd if k.startswith("encoder.layers.")})
+    widths, before, downs, after = [int(sd["encoder.layers.0.weight"].shape[0])], 0, [], 0
+    for i in range(1, count):
+        kernel = sd.get(f"encoder.layers.{i}.layers.0.weight")
+        if kernel is not None:
+            widths.append(int(kernel.shape[0]))
+            prefix = f"encoder.layers.{i}.layers."
+            downs.append(len({k.split(".")[4] for k in sd if k.startswith(prefix) and ".stack." in k}))
+        elif downs:
+            after += 1
+        else:
+            before += 1
+    return {
+        "base_channels": widths[0],
+        "channel_multipliers": [w // widths[0] for w in widths],
+        "num_res_blocks": [before, *downs, after],
+    }
+
+
 def tiny_vae(sd: dict) -> dict:
-    """VideoVAE's decoder at the file's sizes (widths, residual blocks; expansions as released). No encoder: the
-    tiny file has none."""
+    """VideoVAE at the file's sizes: the decoder's widths and residual blocks (expansions as released), the
+    encoder's (tiny_encoder_sizes)."""
     stages = len({k.split(".")[2] for k in sd if k.startswith("decoder.blocks.")})
 
     def count(prefix: str) -> int:
@@ -109,6 +134,7 @@ def tiny_vae(sd: dict) -> dict:
         "channel_multipliers": [1] + [w // base for w in reversed(widths)],
         "num_res_blocks": list(reversed(res)),
     }
+    encoder = tiny_encoder_sizes(sd)
 
     class TinyVideoVAE(torch.nn.Module):
         def __init__(self):
@@ -127,11 +153,28 @@ def tiny_vae(sd: dict) -> dict:
                 **sizes,
             )
 
+            self.encoder = genmo_vae.Encoder(
+                in_channels=15,
+                latent_dim=12,
+                temporal_reductions=[1, 2, 3],
+                spatial_reductions=[2, 2, 2],
+                prune_bottlenecks=[False] * 5,
+                has_attentions=[False, True, True, True, True],
+                affine=True,
+                bias=True,
+                input_is_conv_1x1=True,
+                padding_mode="replicate",
+                **encoder,
+            )
+
+        def encode(self, x):
+            return self.encoder(x).mode()
+
         def decode(self, x):
             return self.decoder(x)
 
     genmo_vae.VideoVAE = TinyVideoVAE
-    return sizes
+    return {"decoder": sizes, "encoder": encoder}
 
 
 def main() -> None:
@@ -176,6 +219,11 @@ def main() -> None:
         "vae_dtype": str(vae.vae_dtype),
         "frames": b64(frames, 8192),
     }
+
+    out["encode"] = {}
+    for name, (seed, frames, height, width) in ENCODE.items():
+        pixels = torch.rand(frames, height, width, 3, generator=torch.Generator().manual_seed(seed))
+        out["encode"][name] = b64(vae.encode(pixels))
 
     import nodes
 

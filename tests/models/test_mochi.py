@@ -1,6 +1,7 @@
 """Genmo Mochi 1 preview (nodes/models/mochi*.py) against ComfyUI 0.3.64 on the tiny files
 (scripts/record_comfyui_mochi.py): detection and model sampling, CLIPLoader type mochi's conditioning and attention
-mask, the raw DiT output and apply_model's prediction at sigma 0.7 with a 7-token prompt, and the VAE's decode."""
+mask, the raw DiT output and apply_model's prediction at sigma 0.7 with a 7-token prompt, and the VAE's decode
+(whole and tiled) and encode."""
 
 from __future__ import annotations
 
@@ -106,7 +107,41 @@ def test_vae_decode_is_comfyuis(demo_workspace):
     frames = vae.decode(seeded(rec["seed"], rec["shape"]))
     # ComfyUI's VAE.decode gives [B,T,H,W,3]; ours IMAGE [B*T,H,W,3]
     close(frames.reshape(rec["frames"]["shape"]), rec["frames"])
-    with pytest.raises(NotImplementedError):
+
+
+ENCODE = {"video": (5, 13, 50, 70), "one_frame": (6, 1, 32, 40)}  # the recorder's (seed, frames, height, width)
+
+
+@pytest.mark.parametrize("case", sorted(ENCODE))
+def test_vae_encode_is_comfyuis(demo_workspace, case):
+    """VAEEncode: Fourier features, causal downsampling, temporal attention (one frame: its value path), the means;
+    an odd size centre-cropped to a multiple of 8."""
+    from nodes.loaders import make_ref
+    from nodes.models.loader import load_vae
+
+    vae = load_vae(make_ref("vae", "mochi", [demo_workspace.models_dir / VAE]))
+    seed, frames, height, width = ENCODE[case]
+    pixels = torch.rand(frames, height, width, 3, generator=torch.Generator().manual_seed(seed))
+    close(vae.encode(pixels), FIXTURE["encode"][case])
+
+
+def test_a_bare_decoder_file_decodes_and_refuses_to_encode(demo_workspace, tmp_path):
+    """ComfyUI's other layout: the decoder alone, unprefixed; it decodes as the full file does."""
+    from safetensors.torch import load_file, save_file
+
+    from nodes.loaders import make_ref
+    from nodes.models.detect import probe
+    from nodes.models.loader import load_vae
+
+    full = load_file(demo_workspace.models_dir / VAE)
+    bare = tmp_path / "mochi_decoder.safetensors"
+    save_file({k[len("decoder.") :]: v for k, v in full.items() if k.startswith("decoder.")}, str(bare))
+    assert probe(bare).arch == "mochi"
+    vae = load_vae(make_ref("vae", "mochi", [bare]))
+    latent = seeded(3, (1, 12, 2, 2, 3))
+    whole = load_vae(make_ref("vae", "mochi", [demo_workspace.models_dir / VAE]))
+    assert torch.equal(vae.decode(latent), whole.decode(latent))
+    with pytest.raises(ValueError, match="no encoder"):
         vae.encode(torch.zeros(7, 16, 16, 3))
 
 
