@@ -13,7 +13,7 @@ this script gives both the tiny file's sizes and its T5 the tiny sizes and vocab
 tiny_t5_in_comfyui, --fp32-text-enc) and changes nothing else. Recorded: the detected model config; the workflow's
 prompts encoded by CLIPLoader type mochi (tokens, conditioning, attention mask); the raw DiT output and apply_model's
 prediction at sigma 0.7 for seeded inputs with a 7-token mask; VAE.decode of a seeded latent (as VAEDecode runs it
-on a CPU: the whole latent at once) VAEDecodeTiled's decode of one in tiles of time, height and width; VAE.encode of seeded frames (VAEEncode's); and workflows_json/mochi_t2v.json run node by node with 0.3.64's node classes
+on a CPU: the whole latent at once) VAEDecodeTiled's decode of one in tiles of time, height and width; VAE.encode of seeded frames (VAEEncode's); apply_model with a LoRA (tiny_lora) at 0.8; and workflows_json/mochi_t2v.json run node by node with 0.3.64's node classes
 (the sampled latent and VAEDecode's frames; CreateVideo / SaveVideo are not run)."""
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import comfy.cli_args  # noqa: E402
 comfy.cli_args.args.fp32_text_enc = True
 import comfy.ldm.genmo.vae.model as genmo_vae  # noqa: E402
 import comfy.model_detection  # noqa: E402
+import comfy.model_management  # noqa: E402
 import comfy.sd  # noqa: E402
 import comfy.text_encoders.genmo  # noqa: E402
 import comfy.utils  # noqa: E402
@@ -61,6 +62,26 @@ TILED = ((64, 16, 12, 6), 4, (1, 12, 5, 10, 12))
 # name -> (seed, frames, height, width) of pixels 0..1 to encode: 13 frames at an odd size (centre-cropped to 48x64);
 # one frame (the temporal attention's single-frame path)
 ENCODE = {"video": (5, 13, 50, 70), "one_frame": (6, 1, 32, 40)}
+
+
+def tiny_lora(seed: int = 9) -> dict[str, torch.Tensor]:
+    """A rank-4 LoRA in three of the names ComfyUI maps for Mochi: the official bare names (lora_A / lora_B),
+    diffusion_model.-prefixed ones, and kohya's lora_unet_ with an alpha (tests/models/test_mochi.py draws it too)."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, (o, i) in {
+        "blocks.0.attn.qkv_x": (192, 64),
+        "diffusion_model.blocks.1.mlp_x.w1": (512, 64),
+        "lora_unet_t5_yproj": (32, 32),
+    }.items():
+        down, up = 0.2 * torch.randn(4, i, generator=g), 0.2 * torch.randn(o, 4, generator=g)
+        if name.startswith("lora_unet_"):
+            out.update(
+                {f"{name}.lora_down.weight": down, f"{name}.lora_up.weight": up, f"{name}.alpha": torch.tensor(2.0)}
+            )
+        else:
+            out.update({f"{name}.lora_A.weight": down, f"{name}.lora_B.weight": up})
+    return out
 
 
 def seeded(seed: int, shape) -> torch.Tensor:
@@ -261,6 +282,14 @@ def main() -> None:
     (decode,) = [k for k, v in prompt.items() if v["class_type"] == "VAEDecode"]
     frames_prompt = {**prompt, "900": {"class_type": "SaveImage", "inputs": {"images": [decode, 0]}}}
     run_prompt(frames_prompt, classes, capture, max_values=MAX_RECORDED_VALUES)
+    # a LoRA at strength 0.8 on the DiT (it patches this loaded model in place; the workflow loads its own)
+    lora_model, _ = comfy.sd.load_lora_for_models(patcher, None, tiny_lora(), 0.8, 0)
+    comfy.model_management.load_models_gpu([lora_model])
+    with torch.no_grad():
+        with_lora = lora_model.model.apply_model(
+            x, sigma, c_crossattn=context, attention_mask=mask, num_tokens=FORWARD["tokens"]
+        )
+    out["lora"] = {"strength": 0.8, "apply_model": b64(with_lora)}
     out["workflow"] = {
         "prompt": prompt,
         "latent": b64(captured["KSampler"][0]["samples"]),

@@ -279,11 +279,12 @@ def layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
-    targets = LoraTargets(("diffusion_model.",) + tuple(sorted({k.split(".")[0] + "." for k in sd})), {})
+    targets = LoraTargets(("diffusion_model.", "lora_unet_") + tuple(sorted({k.split(".")[0] + "." for k in sd})), {})
     for key, value in sd.items():
         if key.endswith(".weight") and value.dim() == 2:
             name = key[: -len(".weight")]
-            targets.add(key, name, "diffusion_model." + name)
+            # ComfyUI 0.3.64's names for Mochi: the official bare ones, diffusion_model.-prefixed, kohya's lora_unet_
+            targets.add(key, name, "diffusion_model." + name, "lora_unet_" + name.replace(".", "_"))
     return targets
 
 

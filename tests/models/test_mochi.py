@@ -18,6 +18,21 @@ DIT, VAE, T5 = list(FIXTURE["files"])
 ATOL = 1e-5
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tiny_lora_of(spec) -> dict[str, torch.Tensor]:
+    """The recorder's tiny_lora (its seeded draws), read from its source without running the recorder's ComfyUI
+    set-up: the function's own code only."""
+    import ast
+
+    source = Path(spec.origin).read_text()
+    (node,) = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "tiny_lora"]
+    namespace: dict = {"torch": torch}
+    exec(compile(ast.Module([node], []), spec.origin, "exec"), namespace)
+    return namespace["tiny_lora"]()
+
+
 def seeded(seed: int, shape) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -82,6 +97,36 @@ def test_dit_output_and_prediction_are_comfyuis(model):
     with torch.no_grad():
         other = model.apply(x, ms.timestep(sigma), {"context": context, "attention_mask": mask})
     assert (at_recorded(other, rec["raw"]) - tensor(rec["raw"])).abs().max() > 1e-3
+
+
+def test_lora_is_comfyuis(demo_workspace, model, tmp_path):
+    """A LoRA at 0.8 in the three names ComfyUI 0.3.64 maps for Mochi (official bare, diffusion_model., kohya's
+    lora_unet_ with an alpha): the prediction equals ComfyUI's with the same LoRA."""
+    import importlib.util
+
+    from safetensors.torch import save_file
+
+    from cluster.refs import Patch
+    from nodes.loaders import file_digest, make_ref
+    from nodes.models.loader import load_diffusion_model
+    from nodes.sampling.model_sampling import model_sampling_from_config
+
+    spec = importlib.util.spec_from_file_location("recorder", REPO / "scripts" / "record_comfyui_mochi.py")
+    lora = tiny_lora_of(spec)
+    path = tmp_path / "mochi_lora.safetensors"
+    save_file(lora, str(path))
+    ref = make_ref("diffusion_model", "mochi", [demo_workspace.models_dir / DIT])
+    patched = load_diffusion_model(ref.with_patch(Patch(str(path), file_digest(path), FIXTURE["lora"]["strength"])))
+    rec = FIXTURE["forward"]
+    x, context = seeded(*rec["x"]), seeded(*rec["context"])
+    mask = torch.zeros(1, context.shape[1], dtype=torch.long)
+    mask[:, : rec["tokens"]] = 1
+    sigma = torch.tensor([rec["sigma"]])
+    ms = model_sampling_from_config(patched.sampling)
+    with torch.no_grad():
+        raw = patched.apply(x, ms.timestep(sigma), {"context": context, "attention_mask": mask})
+    close(ms.calculate_denoised(sigma, raw, x), FIXTURE["lora"]["apply_model"])
+    assert (tensor(FIXTURE["lora"]["apply_model"]) - tensor(rec["apply_model"])).abs().max() > 1e-3
 
 
 def test_text_encoder_is_comfyuis(demo_workspace):
