@@ -13,7 +13,8 @@ this script gives both the tiny file's sizes and its T5 the tiny sizes and vocab
 tiny_t5_in_comfyui, --fp32-text-enc) and changes nothing else. Recorded: the detected model config; the workflow's
 prompts encoded by CLIPLoader type mochi (tokens, conditioning, attention mask); the raw DiT output and apply_model's
 prediction at sigma 0.7 for seeded inputs with a 7-token mask; VAE.decode of a seeded latent (as VAEDecode runs it
-on a CPU: the whole latent at once) VAEDecodeTiled's decode of one in tiles of time, height and width; VAE.encode of seeded frames (VAEEncode's); apply_model with a LoRA (tiny_lora) at 0.8; and workflows_json/mochi_t2v.json run node by node with 0.3.64's node classes
+on a CPU: the whole latent at once) VAEDecodeTiled's decode of one in tiles of time, height and width; VAE.encode of seeded frames (VAEEncode's); apply_model with a LoRA (tiny_lora) at 0.8 and
+on the DiT made scaled fp8 (tiny_scaled_fp8); and workflows_json/mochi_t2v.json run node by node with 0.3.64's node classes
 (the sampled latent and VAEDecode's frames; CreateVideo / SaveVideo are not run)."""
 
 from __future__ import annotations
@@ -84,6 +85,21 @@ def tiny_lora(seed: int = 9) -> dict[str, torch.Tensor]:
     return out
 
 
+def tiny_scaled_fp8(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tiny DiT as a scaled-fp8 file (ComfyUI's mochi_preview_fp8_scaled layout): every linear weight as
+    float8_e4m3fn over a per-layer float32 scale_weight, the scaled_fp8 marker; the rest as it is (the test makes
+    it the same way). ComfyUI builds every linear layer of such a file in fp8, so each gets its scale."""
+    out = {"scaled_fp8": torch.empty(0, dtype=torch.float8_e4m3fn)}
+    for key, value in sd.items():
+        if key.endswith(".weight") and value.dim() == 2:
+            scale = value.float().abs().max() / 448.0
+            out[key] = (value.float() / scale).to(torch.float8_e4m3fn)
+            out[key[: -len("weight")] + "scale_weight"] = scale.reshape(1)
+        else:
+            out[key] = value
+    return out
+
+
 def seeded(seed: int, shape) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -106,7 +122,7 @@ def tiny_dit(sd: dict) -> dict:
 
     def detect_tiny(state_dict, key_prefix, metadata=None):
         config = detect(state_dict, key_prefix, metadata=metadata)
-        if config.get("image_model") == "mochi_preview":
+        if config is not None and config.get("image_model") == "mochi_preview":
             config = {**config, **sizes}
         return config
 
@@ -290,6 +306,13 @@ def main() -> None:
             x, sigma, c_crossattn=context, attention_mask=mask, num_tokens=FORWARD["tokens"]
         )
     out["lora"] = {"strength": 0.8, "apply_model": b64(with_lora)}
+    fp8_sd = tiny_scaled_fp8(comfy.utils.load_torch_file(f"{models}/{DIT}"))  # the first load emptied dit_sd
+    fp8 = comfy.sd.load_diffusion_model_state_dict(fp8_sd).model
+    out["fp8"] = {"unet_dtype": str(fp8.get_dtype()), "scaled_fp8": str(fp8.model_config.scaled_fp8)}
+    with torch.no_grad():
+        out["fp8"]["apply_model"] = b64(
+            fp8.apply_model(x, sigma, c_crossattn=context, attention_mask=mask, num_tokens=FORWARD["tokens"])
+        )
     out["workflow"] = {
         "prompt": prompt,
         "latent": b64(captured["KSampler"][0]["samples"]),

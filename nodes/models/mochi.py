@@ -30,6 +30,7 @@ from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
 from nodes.models.components import DiffusionModel
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.lora import LoraTargets
 from nodes.models.single_file import load_single_file_transformer
 
@@ -271,11 +272,12 @@ class MochiNetwork(nn.Module):
 
 
 def layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The file's tensors in Genmo's names, unprefixed (bare or under `model.diffusion_model.`)."""
+    """The file's tensors in Genmo's names, unprefixed (bare or under `model.diffusion_model.`); a scaled-fp8 file
+    (mochi_preview_fp8_scaled) multiplied out as ComfyUI 0.3.64 computes it."""
     prefix = find_prefix(state_dict.keys(), MARKER)
     if prefix is None:
         raise ValueError(f"not a Mochi state dict (no {MARKER})")
-    return strip_prefix(state_dict, prefix)
+    return strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
 
 
 def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:

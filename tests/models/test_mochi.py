@@ -21,16 +21,18 @@ ATOL = 1e-5
 REPO = Path(__file__).resolve().parents[2]
 
 
-def tiny_lora_of(spec) -> dict[str, torch.Tensor]:
-    """The recorder's tiny_lora (its seeded draws), read from its source without running the recorder's ComfyUI
-    set-up: the function's own code only."""
+RECORDER = REPO / "scripts" / "record_comfyui_mochi.py"
+
+
+def recorder_function(name: str):
+    """One function of the recorder (tiny_lora, tiny_scaled_fp8), read from its source without running the
+    recorder's ComfyUI set-up: the function's own code only."""
     import ast
 
-    source = Path(spec.origin).read_text()
-    (node,) = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "tiny_lora"]
+    (node,) = [n for n in ast.parse(RECORDER.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == name]
     namespace: dict = {"torch": torch}
-    exec(compile(ast.Module([node], []), spec.origin, "exec"), namespace)
-    return namespace["tiny_lora"]()
+    exec(compile(ast.Module([node], []), str(RECORDER), "exec"), namespace)
+    return namespace[name]
 
 
 def seeded(seed: int, shape) -> torch.Tensor:
@@ -102,8 +104,6 @@ def test_dit_output_and_prediction_are_comfyuis(model):
 def test_lora_is_comfyuis(demo_workspace, model, tmp_path):
     """A LoRA at 0.8 in the three names ComfyUI 0.3.64 maps for Mochi (official bare, diffusion_model., kohya's
     lora_unet_ with an alpha): the prediction equals ComfyUI's with the same LoRA."""
-    import importlib.util
-
     from safetensors.torch import save_file
 
     from cluster.refs import Patch
@@ -111,8 +111,7 @@ def test_lora_is_comfyuis(demo_workspace, model, tmp_path):
     from nodes.models.loader import load_diffusion_model
     from nodes.sampling.model_sampling import model_sampling_from_config
 
-    spec = importlib.util.spec_from_file_location("recorder", REPO / "scripts" / "record_comfyui_mochi.py")
-    lora = tiny_lora_of(spec)
+    lora = recorder_function("tiny_lora")()
     path = tmp_path / "mochi_lora.safetensors"
     save_file(lora, str(path))
     ref = make_ref("diffusion_model", "mochi", [demo_workspace.models_dir / DIT])
@@ -127,6 +126,31 @@ def test_lora_is_comfyuis(demo_workspace, model, tmp_path):
         raw = patched.apply(x, ms.timestep(sigma), {"context": context, "attention_mask": mask})
     close(ms.calculate_denoised(sigma, raw, x), FIXTURE["lora"]["apply_model"])
     assert (tensor(FIXTURE["lora"]["apply_model"]) - tensor(rec["apply_model"])).abs().max() > 1e-3
+
+
+def test_scaled_fp8_file_is_comfyuis(demo_workspace, tmp_path):
+    """The DiT as a scaled-fp8 file (every linear weight float8 over its scale_weight, the scaled_fp8 marker), as
+    ComfyUI 0.3.64 computes it: the weights multiplied out, the biases rounded to fp8 (its fp8 layers)."""
+    from safetensors.torch import load_file, save_file
+
+    from nodes.loaders import make_ref
+    from nodes.models.loader import load_diffusion_model
+    from nodes.sampling.model_sampling import model_sampling_from_config
+
+    assert FIXTURE["fp8"]["unet_dtype"] == "torch.float32"
+    path = tmp_path / "mochi_preview_fp8_scaled_tiny.safetensors"
+    save_file(recorder_function("tiny_scaled_fp8")(load_file(demo_workspace.models_dir / DIT)), str(path))
+    fp8 = load_diffusion_model(make_ref("diffusion_model", "mochi", [path]))
+    rec = FIXTURE["forward"]
+    x, context = seeded(*rec["x"]), seeded(*rec["context"])
+    mask = torch.zeros(1, context.shape[1], dtype=torch.long)
+    mask[:, : rec["tokens"]] = 1
+    sigma = torch.tensor([rec["sigma"]])
+    ms = model_sampling_from_config(fp8.sampling)
+    with torch.no_grad():
+        raw = fp8.apply(x, ms.timestep(sigma), {"context": context, "attention_mask": mask})
+    close(ms.calculate_denoised(sigma, raw, x), FIXTURE["fp8"]["apply_model"])
+    assert (tensor(FIXTURE["fp8"]["apply_model"]) - tensor(rec["apply_model"])).abs().max() > 1e-3
 
 
 def test_text_encoder_is_comfyuis(demo_workspace):
