@@ -279,7 +279,7 @@ def main() -> None:
             {
                 "prompt": text,
                 "tokens": tokens["t5xxl"],
-                "cond": b64(cond),
+                "cond": b64(cond, 2048),
                 "attention_mask": b64(extra["attention_mask"]),
             }
         )
