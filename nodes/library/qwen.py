@@ -41,6 +41,7 @@ from nodes.upscale import common_upscale
 MODULE = "comfy_extras.nodes_qwen"
 PROMPT = ("STRING", {"multiline": True, "dynamicPrompts": True})
 VISION_SLOT = "Picture {}: <|vision_start|><|image_pad|><|vision_end|>"
+EDIT_ENCODERS = ("qwen_image", "krea2")
 
 
 def _image(image, name: str) -> torch.Tensor:
@@ -66,10 +67,10 @@ async def encode_with_images(
     """CONDITIONING of `prompt` read with `images` by the text encoder, `references` added as reference
     latents (after any the entry has)."""
     clip = require_component(clip, "text_encoder", "clip")
-    if clip.arch != "qwen_image":
+    if clip.arch not in EDIT_ENCODERS:  # Krea 2's Qwen3-VL reads the pictures too (its style-reference LoRA)
         raise ValueError(
             f"clip: the Qwen-Image-Edit encoders need Qwen-Image's text encoder (CLIPLoader type "
-            f"qwen_image), got a {clip.arch} CLIP"
+            f"qwen_image) or Krea 2's (type krea2), got a {clip.arch} CLIP"
         )
     inputs = {f"image{i}": img for i, img in enumerate(images)}
     params = {"text": prompt, "images": len(images), "template": template}

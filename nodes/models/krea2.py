@@ -8,8 +8,9 @@ The network is diffusers' Krea2Transformer2DModel, its config read from the tens
 ComfyUI's model semantics: a [B,16,H,W] latent (Qwen-Image's VAE), padded circularly to 2x2 patches and packed
 as diffusers' pipeline packs it, sigma as the timestep, and the text states as the context; the context is
 [B,T,L,D] (L tapped layers) or the same flattened to [B,T,L*D], the form conditioning travels in.
-The newest ComfyUI source for Krea 2 was not readable here: the numbers are checked against diffusers'
-forward on the same weights (tests/models/test_krea2.py), not against ComfyUI.
+The text-to-image numbers are checked against diffusers' forward on the same weights (tests/models/test_krea2.py);
+reference latents (TextEncodeQwenImageEditPlus with a VAE, placed by FluxKontextMultiReferenceLatentMethod) follow
+today's ComfyUI Krea 2 and are checked against its module code (tests/models/test_krea2_reference.py).
 """
 
 from __future__ import annotations
@@ -122,6 +123,80 @@ def image_positions(text_len: int, rows: int, cols: int) -> torch.Tensor:
     return torch.cat([torch.zeros(text_len, 3), grid.reshape(-1, 3)])
 
 
+def pack(latent: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """[B,C,H,W] (or one frame of [B,C,1,H,W]) as [B, rows*cols, C*4] 2x2 patches, padded circularly."""
+    if latent.dim() == 5:
+        latent = latent.movedim(2, 1).flatten(0, 1)
+    b, c, h, w = latent.shape
+    padded = F.pad(latent, (0, (-w) % PATCH, 0, (-h) % PATCH), mode="circular")
+    rows, cols = padded.shape[-2] // PATCH, padded.shape[-1] // PATCH
+    packed = padded.reshape(b, c, rows, PATCH, cols, PATCH).permute(0, 2, 4, 1, 3, 5)
+    return packed.reshape(b, rows * cols, c * PATCH * PATCH), rows, cols
+
+
+def reference_tokens(refs: list[torch.Tensor], batch: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """ReferenceLatent's latents as image tokens after the noisy image's: reference i (from 1) on its own grid
+    from (i, 0, 0), as ComfyUI's Krea 2 places them; each repeated to the batch."""
+    tokens, positions = [], []
+    for index, ref in enumerate(refs, start=1):
+        packed, rows, cols = pack(ref)
+        if packed.shape[0] != batch:  # ComfyUI's repeat_to_batch_size: tile, then cut
+            packed = packed.repeat(-(-batch // packed.shape[0]), 1, 1)[:batch]
+        grid = image_positions(0, rows, cols)
+        grid[:, 0] = index
+        tokens.append(packed.to(dtype))
+        positions.append(grid)
+    return torch.cat(tokens, dim=1), torch.cat(positions)
+
+
+def _modulated_block(block, hidden: torch.Tensor, temb: torch.Tensor, rotary, split: int | None) -> torch.Tensor:
+    """One Krea2TransformerBlock; with `split`, the tokens from `split` on are modulated by the second half of
+    `temb`'s batch (the references' timestep-zero embedding), the others by the first."""
+    mods = (temb.unflatten(-1, (6, -1)) + block.scale_shift_table).unbind(-2)
+    if split is None:
+        per_token = mods
+    else:
+        b = hidden.shape[0]
+        per_token = [
+            torch.cat([m[:b].expand(-1, split, -1), m[b:].expand(-1, hidden.shape[1] - split, -1)], dim=1) for m in mods
+        ]
+    prescale, preshift, pregate, postscale, postshift, postgate = per_token
+    attn = block.attn((1.0 + prescale) * block.norm1(hidden) + preshift, attention_mask=None, image_rotary_emb=rotary)
+    hidden = hidden + pregate * attn
+    return hidden + postgate * block.ff((1.0 + postscale) * block.norm2(hidden) + postshift)
+
+
+def forward_with_references(
+    module: Krea2Transformer2DModel,
+    image: torch.Tensor,
+    refs: torch.Tensor,
+    context: torch.Tensor,
+    timestep: torch.Tensor,
+    positions: torch.Tensor,
+    method: str,
+) -> torch.Tensor:
+    """diffusers' Krea2Transformer2DModel forward with reference tokens after the image's (ComfyUI's Krea 2 with
+    ref_latents): the output reads the noisy image's tokens only. With "index_timestep_zero" the references
+    are modulated with the embedding of timestep 0 (they are clean) in every block; the final layer uses the
+    real timestep for all tokens, as ComfyUI's does. Any other method places them the same way at the real
+    timestep (ComfyUI's Krea 2 reads only whether a method is set and whether it is this one)."""
+    b, image_len, _ = image.shape
+    text = module.txt_in(module.text_fusion(context, attention_mask=None))
+    hidden = torch.cat([text, module.img_in(torch.cat([image, refs], dim=1))], dim=1)
+    temb = module.time_embed(timestep, dtype=hidden.dtype)
+    temb_mod = module.time_mod_proj(F.gelu(temb, approximate="tanh"))
+    split = None
+    if method == "index_timestep_zero":
+        zero = module.time_embed(torch.zeros_like(timestep), dtype=hidden.dtype)
+        temb_mod = torch.cat([temb_mod, module.time_mod_proj(F.gelu(zero, approximate="tanh"))])
+        split = text.shape[1] + image_len
+    rotary = module.rotary_emb(positions)
+    for block in module.transformer_blocks:
+        hidden = _modulated_block(block, hidden, temb_mod, rotary, split)
+    hidden = hidden[:, text.shape[1] : text.shape[1] + image_len]
+    return module.final_layer(hidden, temb)
+
+
 @dataclass
 class Krea2DiffusionModel(DiffusionModel):
     def text_stack(self, context: torch.Tensor) -> torch.Tensor:
@@ -139,8 +214,6 @@ class Krea2DiffusionModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control"):
             raise NotImplementedError("ControlNets are not supported for Krea 2 models")
-        if cond.get("ref_latents"):
-            raise NotImplementedError("reference latents are not supported for Krea 2 models yet")
         module: Krea2Transformer2DModel = self.module
         frames = x.dim() == 5
         if frames:
@@ -157,9 +230,20 @@ class Krea2DiffusionModel(DiffusionModel):
         t = torch.as_tensor(timestep, dtype=torch.float32, device=x.device).reshape(-1)
         t = t.expand(b) if t.numel() == 1 else t
         positions = image_positions(context.shape[1], rows, cols).to(x.device)
-        out = module(
-            hidden_states=packed, encoder_hidden_states=context, timestep=t, position_ids=positions, return_dict=False
-        )[0]
+        method = cond.get("ref_latents_method")
+        if cond.get("ref_latents") and method is not None:  # without a method ComfyUI's Krea 2 leaves them out
+            refs, ref_positions = reference_tokens(cond["ref_latents"], b, self.dtype)
+            out = forward_with_references(
+                module, packed, refs, context, t, torch.cat([positions, ref_positions.to(x.device)]), method
+            )
+        else:
+            out = module(
+                hidden_states=packed,
+                encoder_hidden_states=context,
+                timestep=t,
+                position_ids=positions,
+                return_dict=False,
+            )[0]
         out = out.reshape(b, rows, cols, c, PATCH, PATCH).permute(0, 3, 1, 4, 2, 5)
         out = out.reshape(b, c, rows * PATCH, cols * PATCH)[:, :, :h, :w].float()
         return out[:, :, None] if frames else out

@@ -115,9 +115,9 @@ def tiny_text_encoder() -> torch.nn.Module:
         },
         vision_config={
             "depth": 1,
-            "hidden_size": 16,
+            "hidden_size": 64,
             "intermediate_size": 32,
-            "num_heads": 2,
+            "num_heads": 16,  # ComfyUI's fixed count for Qwen3-VL towers (TextEncodeQwenImageEditPlus reads it)
             "out_hidden_size": CONFIG["text_hidden_dim"],
             "deepstack_visual_indexes": [0],
             "num_position_embeddings": 64,

@@ -163,39 +163,13 @@ class QwenImage21TextEncoder(TextEncoder):
         """The last decoder layer's states for token `ids` with each of `images` read by the vision tower into
         the next <|image_pad|> (extra pads stay text), and where each image's tokens were placed (start, count,
         grid) in the expanded sequence."""
-        model = self.modules[SUB]
-        embeds = model.embed_tokens(torch.tensor([ids], device=model.embed_tokens.weight.device))
-        pads = [i for i, t in enumerate(ids) if t == IMAGE_PAD_ID][: len(images)]
-        if pads and VISION not in self.modules:
-            raise ValueError(
-                "clip: this Qwen3-VL text encoder file has no vision tower (model.visual.* tensors), so it "
-                "cannot read reference images; use a Qwen3-VL file that has one"
-            )
-        placed: list[tuple[int, int, tuple[int, int, int]]] = []
-        seen: list[VisionEmbeddings] = []
-        shift = 0
-        for pad, image in zip(pads, images):
-            vision = encode_image(self.modules[VISION], image)
-            at = pad + shift
-            embeds = torch.cat([embeds[:, :at], vision.embeds[None].to(embeds), embeds[:, at + 1 :]], dim=1)
-            placed.append((at, vision.tokens, vision.grid))
-            seen.append(vision)
-            shift += vision.tokens - 1
-        return self._last_layer(model, embeds, placed, seen), placed
+        embeds, placed, seen = embed_with_images(self.modules, SUB, ids, images)
+        return self._last_layer(self.modules[SUB], embeds, placed, seen), placed
 
     @staticmethod
     def _last_layer(model, embeds: torch.Tensor, placed, seen: Sequence[VisionEmbeddings]) -> torch.Tensor:
         """The last decoder layer's output (before the final norm), DeepStack features added as ComfyUI does."""
-        kwargs: dict[str, Any] = {"inputs_embeds": embeds, "use_cache": False}
-        deepstack: list[torch.Tensor] = []
-        mask = None
-        if placed:
-            kwargs["position_ids"] = mrope_positions(embeds.shape[1], placed).to(embeds.device)
-            mask = torch.zeros(1, embeds.shape[1], dtype=torch.bool, device=embeds.device)
-            for at, n, _ in placed:
-                mask[0, at : at + n] = True
-            deepstack = [torch.cat([v.deepstack[i] for v in seen]).to(embeds) for i in range(len(seen[0].deepstack))]
-            kwargs.update(visual_pos_masks=mask, deepstack_visual_embeds=deepstack or None)
+        kwargs, mask, deepstack = vision_inputs(embeds, placed, seen)
         captured: list[torch.Tensor] = []
         handle = model.layers[-1].register_forward_hook(
             lambda module, args, output: captured.append(output[0] if isinstance(output, tuple) else output)
@@ -210,6 +184,54 @@ class QwenImage21TextEncoder(TextEncoder):
             states = states.clone()
             states[mask] = states[mask] + deepstack[last]
         return states
+
+
+Placed = list[tuple[int, int, tuple[int, int, int]]]
+
+
+def embed_with_images(
+    modules: Mapping[str, torch.nn.Module], sub: str, ids: list[int], images: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, Placed, list[VisionEmbeddings]]:
+    """The input embeddings of token `ids` with each of `images` read by the vision tower (modules[VISION]) into
+    the next <|image_pad|> (extra pads stay text); where each image's tokens were placed (start, count, grid)
+    in the expanded sequence; the vision outputs (their DeepStack features)."""
+    model = modules[sub]
+    embeds = model.embed_tokens(torch.tensor([ids], device=model.embed_tokens.weight.device))
+    pads = [i for i, t in enumerate(ids) if t == IMAGE_PAD_ID][: len(images)]
+    if pads and VISION not in modules:
+        raise ValueError(
+            "clip: this Qwen3-VL text encoder file has no vision tower (model.visual.* tensors), so it "
+            "cannot read reference images; use a Qwen3-VL file that has one"
+        )
+    placed: Placed = []
+    seen: list[VisionEmbeddings] = []
+    shift = 0
+    for pad, image in zip(pads, images):
+        vision = encode_image(modules[VISION], image)
+        at = pad + shift
+        embeds = torch.cat([embeds[:, :at], vision.embeds[None].to(embeds), embeds[:, at + 1 :]], dim=1)
+        placed.append((at, vision.tokens, vision.grid))
+        seen.append(vision)
+        shift += vision.tokens - 1
+    return embeds, placed, seen
+
+
+def vision_inputs(
+    embeds: torch.Tensor, placed: Placed, seen: Sequence[VisionEmbeddings]
+) -> tuple[dict[str, Any], torch.Tensor | None, list[torch.Tensor]]:
+    """The language model's keyword arguments for `embeds` with the placed images (Qwen-VL's rotary positions,
+    the images' token mask and DeepStack features), that mask, and the DeepStack features."""
+    kwargs: dict[str, Any] = {"inputs_embeds": embeds, "use_cache": False}
+    deepstack: list[torch.Tensor] = []
+    mask = None
+    if placed:
+        kwargs["position_ids"] = mrope_positions(embeds.shape[1], placed).to(embeds.device)
+        mask = torch.zeros(1, embeds.shape[1], dtype=torch.bool, device=embeds.device)
+        for at, n, _ in placed:
+            mask[0, at : at + n] = True
+        deepstack = [torch.cat([v.deepstack[i] for v in seen]).to(embeds) for i in range(len(seen[0].deepstack))]
+        kwargs.update(visual_pos_masks=mask, deepstack_visual_embeds=deepstack or None)
+    return kwargs, mask, deepstack
 
 
 def expanded_index(i: int, placed: Sequence[tuple[int, int, tuple[int, int, int]]]) -> int:
