@@ -49,6 +49,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Krea 2 (scripts/krea2_workflow.py)
     (None, r"^krea2_turbo", "krea2_turbo_tiny.safetensors"),
     (None, r"^qwen3vl_4b_fp8", "qwen3vl_4b_tiny.safetensors"),  # Krea 2's, and the LLM templates' Qwen3-VL 4B
+    # the style-reference template's LoRA (LoraLoaderModelOnly on the turbo model): krea2-tiny's LoRA
+    (r"^krea2_turbo", r"^krea2_style_reference", "krea2_style_reference_tiny.safetensors"),
     # Cosmos Predict2 (no template yet): the 2B/14B text-to-image and Video2World DiTs, the old T5-XXL, the Wan 2.1 VAE
     # (nodes/models/cosmos_predict2_demo.py, scripts/cosmos_predict2_workflow.py)
     (None, r"^cosmos_predict2_.*t2i", "cosmos_predict2_2B_t2i_tiny.safetensors"),

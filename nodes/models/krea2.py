@@ -54,7 +54,7 @@ def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, tor
 def lora_targets(krea_sd: Mapping[str, torch.Tensor]) -> LoraTargets:
     """The names a Krea 2 LoRA may give a layer, for a state dict in Krea's (the file's, unprefixed) names:
     Krea's own (bare or under `diffusion_model.`, as ai-toolkit writes them; kohya's `lora_unet_` with
-    underscores) and diffusers' (bare or under `transformer.`)."""
+    underscores) and diffusers' (bare or under `transformer.` or `diffusion_model.`)."""
     targets = LoraTargets(
         ("lora_unet_", "diffusion_model.", "transformer.") + tuple(sorted({k.split(".")[0] + "." for k in krea_sd})), {}
     )
@@ -71,6 +71,7 @@ def lora_targets(krea_sd: Mapping[str, torch.Tensor]) -> LoraTargets:
             "lora_unet_" + name.replace(".", "_"),
             diffusers_name,
             "transformer." + diffusers_name,
+            "diffusion_model." + diffusers_name,  # ComfyUI's Krea 2 key map names diffusers' layers so too
         )
     return targets
 

@@ -4,7 +4,10 @@ flattened six-row vector, `last.`), as diffusion_models/krea2_turbo_tiny.safeten
 (grouped query: 1 key/value head), text fusion over 3 tapped layers 32 wide; and its text encoder as
 text_encoders/qwen3vl_4b_tiny.safetensors: a Qwen3-VL (`model.language_model.*`, `model.visual.*`) with the real
 151,936-token vocabulary, 32 wide and 9 layers deep, so that Krea 2's taps (every third layer from 2) are 3.
-The VAE is Qwen-Image's (vae/qwen_image_vae_tiny.safetensors, nodes.models.qwen_image_demo).
+The VAE is Qwen-Image's (vae/qwen_image_vae_tiny.safetensors, nodes.models.qwen_image_demo). A rank-4 LoRA on every
+block's attention and MLP projections, as loras/krea2_style_reference_tiny.safetensors (the style-reference template's
+LoRA): PEFT's lora_A / lora_B under `diffusion_model.` and Krea's own names, as ai-toolkit writes Krea 2 LoRAs and
+ComfyUI's loader maps them (no alpha: scale 1).
 Same seed -> byte-identical files."""
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from nodes.output_claims import write_atomic
 SEED = 2
 FILE = "diffusion_models/krea2_turbo_tiny.safetensors"
 TEXT_FILE = "text_encoders/qwen3vl_4b_tiny.safetensors"
+LORA_FILE = "loras/krea2_style_reference_tiny.safetensors"
+LORA_LAYERS = ("attn.wq", "attn.wk", "attn.wv", "attn.gate", "attn.wo", "mlp.gate", "mlp.up", "mlp.down")
 TEXT_LAYERS = 9
 CONFIG = {
     "in_channels": 64,
@@ -130,15 +135,32 @@ def tiny_text_encoder() -> torch.nn.Module:
     return model.eval()
 
 
+def tiny_lora(published: dict[str, torch.Tensor], seed: int = SEED + 2, rank: int = 4) -> dict[str, torch.Tensor]:
+    """A rank-`rank` LoRA on every block's LORA_LAYERS of the tiny transformer `published` (its file's names)."""
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    blocks = sorted({int(k.split(".")[1]) for k in published if k.startswith("blocks.")})
+    for block in blocks:
+        for layer in LORA_LAYERS:
+            rows, cols = published[f"blocks.{block}.{layer}.weight"].shape
+            name = f"diffusion_model.blocks.{block}.{layer}"
+            out[f"{name}.lora_A.weight"] = (0.1 * torch.randn(rank, cols, generator=gen)).contiguous()
+            out[f"{name}.lora_B.weight"] = (0.1 * torch.randn(rows, rank, generator=gen)).contiguous()
+    return out
+
+
 def build_demo_krea2(models_dir: str | Path) -> list[Path]:
-    """Write the tiny Krea 2 transformer and text encoder under models_dir; returns the paths written."""
+    """Write the tiny Krea 2 transformer, text encoder and LoRA under models_dir; returns the paths written."""
     with torch.random.fork_rng(devices=[]):
+        published = to_published({k: v.detach() for k, v in tiny_transformer().state_dict().items()})
         sds = {
-            FILE: to_published({k: v.detach() for k, v in tiny_transformer().state_dict().items()}),
+            FILE: published,
+            # the 4B ties its head to the embedding; no encoder reads it
             TEXT_FILE: {
                 k: v.detach().contiguous() for k, v in tiny_text_encoder().state_dict().items() if k != "lm_head.weight"
             },
-        }  # the 4B ties its head to the embedding; no encoder reads it
+            LORA_FILE: tiny_lora(published),
+        }
     written = []
     for name, sd in sds.items():
         path = Path(models_dir) / name

@@ -24,7 +24,7 @@ from nodes.models.krea2_demo import CONFIG, build_demo_krea2, tiny_transformer
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("krea2")
-    path, _ = build_demo_krea2(root)
+    path, *_ = build_demo_krea2(root)
     prefixed = root / "krea2_prefixed.safetensors"
     save_file({f"model.diffusion_model.{k}": v for k, v in load_file(path).items()}, str(prefixed))
     return {"bare": path, "prefixed": prefixed, "root": root}
@@ -186,3 +186,29 @@ def test_lora_for_another_model_is_refused(files, tmp_path):
     ref = make_ref("diffusion_model", "krea2", [files["bare"]]).with_patch(Patch(str(path), file_digest(path), 1.0))
     with pytest.raises(ModelLoadError, match="another architecture"):
         loader.load_diffusion_model(ref)
+
+
+def test_demo_lora_is_merged_as_released(files):
+    """The demo's style-reference LoRA (ai-toolkit's `diffusion_model.` + Krea names, lora_A/lora_B, no alpha: scale
+    1) merges into every block's attention and MLP projections: W + strength * B @ A."""
+    from cluster.refs import Patch
+    from nodes.loaders import file_digest
+    from nodes.models.krea2_demo import LORA_FILE, LORA_LAYERS
+
+    path = files["root"] / LORA_FILE
+    lora, sd = load_file(path), load_file(files["bare"])
+    assert len(lora) == 2 * len(LORA_LAYERS) * CONFIG["num_layers"]
+    ref = make_ref("diffusion_model", "krea2", [files["bare"]]).with_patch(Patch(str(path), file_digest(path), 0.5))
+    got = loader.load_diffusion_model(ref).module.state_dict()
+    a, b = (
+        lora["diffusion_model.blocks.1.mlp.down.lora_A.weight"],
+        lora["diffusion_model.blocks.1.mlp.down.lora_B.weight"],
+    )
+    want = sd["blocks.1.mlp.down.weight"] + 0.5 * (b @ a)
+    torch.testing.assert_close(got["transformer_blocks.1.ff.down.weight"], want, rtol=0, atol=1e-6)
+    a, b = (
+        lora["diffusion_model.blocks.0.attn.gate.lora_A.weight"],
+        lora["diffusion_model.blocks.0.attn.gate.lora_B.weight"],
+    )
+    want = sd["blocks.0.attn.gate.weight"] + 0.5 * (b @ a)
+    torch.testing.assert_close(got["transformer_blocks.0.attn.to_gate.weight"], want, rtol=0, atol=1e-6)

@@ -24,7 +24,7 @@ from nodes.models.krea2_text import PREFIX, SUFFIX, tapped_layers
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("krea2_text")
-    transformer, text = build_demo_krea2(root)
+    transformer, text, _ = build_demo_krea2(root)
     return {"transformer": transformer, "text": text}
 
 
