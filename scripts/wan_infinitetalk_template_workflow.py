@@ -13,7 +13,6 @@ the joined sound at 25 fps, today's SaveVideo.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -39,26 +38,9 @@ WIDGETS = {
 
 
 def tiny_template() -> dict:
-    from scripts.templates_coverage import templates_dir
-    from scripts.templates_render import AUDIO_FILE, IMAGE_FILE, MODEL_FILE, demo_file, flat_workflow
+    from scripts.workflow_files import tiny_flat_template
 
-    flat = flat_workflow(json.loads((templates_dir() / f"{TEMPLATE}.json").read_text()))
-    values = [v for n in flat["nodes"] for v in n.get("widgets_values") or [] if isinstance(v, str)]
-    asked = [v for v in values if MODEL_FILE.search(v)]
-    for node in flat["nodes"]:
-        widgets = node.get("widgets_values")
-        if not isinstance(widgets, list):
-            continue
-        for i, value in enumerate(widgets):
-            if isinstance(value, str) and MODEL_FILE.search(value):
-                widgets[i] = demo_file(value, asked)
-            elif isinstance(value, str) and IMAGE_FILE.search(value):
-                widgets[i] = "example.png"
-            elif isinstance(value, str) and AUDIO_FILE.search(value):
-                widgets[i] = "example.wav"
-        for i, value in WIDGETS.get(node["id"], {}).items():
-            widgets[i] = value
-    return flat
+    return tiny_flat_template(TEMPLATE, WIDGETS)
 
 
 def main() -> None:

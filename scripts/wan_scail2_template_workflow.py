@@ -20,7 +20,6 @@ takes minutes on the CPU.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -42,26 +41,9 @@ WIDGETS = {
 
 def tiny_template(int8: bool = False) -> dict:
     """The template's UI graph, unpacked, on the tiny files and the workspace's example picture and clip."""
-    from scripts.templates_coverage import templates_dir
-    from scripts.templates_render import IMAGE_FILE, MODEL_FILE, VIDEO_FILE, demo_file, flat_workflow
+    from scripts.workflow_files import tiny_flat_template
 
-    flat = flat_workflow(json.loads((templates_dir() / f"{TEMPLATES[int8]}.json").read_text()))
-    values = [v for n in flat["nodes"] for v in n.get("widgets_values") or [] if isinstance(v, str)]
-    asked = [v for v in values if MODEL_FILE.search(v)]
-    for node in flat["nodes"]:
-        widgets = node.get("widgets_values")
-        if not isinstance(widgets, list):
-            continue
-        for i, value in enumerate(widgets):
-            if isinstance(value, str) and MODEL_FILE.search(value):
-                widgets[i] = demo_file(value, asked)
-            elif isinstance(value, str) and IMAGE_FILE.search(value):
-                widgets[i] = "example.png"
-            elif isinstance(value, str) and VIDEO_FILE.search(value):
-                widgets[i] = "example.mp4"
-        for i, value in WIDGETS.get(node["id"], {}).items():
-            widgets[i] = value
-    return flat
+    return tiny_flat_template(TEMPLATES[int8], WIDGETS)
 
 
 def main() -> None:

@@ -43,6 +43,32 @@ def tiny_template_ui(template: str, substitute: Substitutions, flatten: Callable
     return substituted(flatten(ui) if flatten is not None else ui, substitute)
 
 
+def tiny_flat_template(template: str, widgets: dict[int, dict[int, Any]]) -> dict:
+    """The installed template's UI graph with its subgraphs unpacked (templates_render.flat_workflow): our tiny file
+    of the same family for each model file it names (templates_render.demo_file), the workspace's example picture,
+    clip and sound for its input files, then `widgets` ({node id: {widget index: value}}) over its saved values."""
+    from scripts.templates_render import AUDIO_FILE, IMAGE_FILE, MODEL_FILE, VIDEO_FILE, demo_file, flat_workflow
+
+    examples = ((IMAGE_FILE, "example.png"), (VIDEO_FILE, "example.mp4"), (AUDIO_FILE, "example.wav"))
+    flat = flat_workflow(template_ui(template))
+    values = [v for n in flat["nodes"] for v in n.get("widgets_values") or [] if isinstance(v, str)]
+    asked = [v for v in values if MODEL_FILE.search(v)]
+    for node in flat["nodes"]:
+        saved = node.get("widgets_values")
+        if not isinstance(saved, list):
+            continue
+        for i, value in enumerate(saved):
+            if not isinstance(value, str):
+                continue
+            if MODEL_FILE.search(value):
+                saved[i] = demo_file(value, asked)
+            else:
+                saved[i] = next((example for kind, example in examples if kind.search(value)), value)
+        for i, value in widgets.get(node["id"], {}).items():
+            saved[i] = value
+    return flat
+
+
 def workspace_registry(root: str | Path) -> Any:
     """The node registry of the workspace at `root` (its node packs and model folders)."""
     from comfy_bridge.registry import build_registry
