@@ -24,7 +24,7 @@ from nodes.dynamic_inputs import DYNAMIC_COMBO, DynamicSection
 from nodes.infinitetalk import OPTION, InfiniteTalkPatch
 from nodes.inputs import require_model, require_ref
 from nodes.library.wan import encode_video, fit_frames, grey_clip_from, latent_frames
-from nodes.library.wan_s2v import AUDIO_FPS, _to_rate
+from nodes.library.wan_s2v import AUDIO_FPS, features_at_rate
 from nodes.models.model_patch import WAN_MULTITALK
 from nodes.models.wan_multitalk import audio_windows
 
@@ -54,7 +54,7 @@ MODE = (
 def speaker_features(output: dict) -> torch.Tensor:
     """An AUDIO_ENCODER_OUTPUT's layers past the first at 25 frames a second: [T, layers, width]."""
     layers = torch.stack(list(output["encoded_audio_all_layers"]), dim=0).squeeze(1)[1:]
-    return _to_rate(layers.float(), AUDIO_FPS, VIDEO_FPS).movedim(0, 1)
+    return features_at_rate(layers.float(), AUDIO_FPS, VIDEO_FPS).movedim(0, 1)
 
 
 def end_to_end(streams: list[torch.Tensor]) -> list[torch.Tensor]:

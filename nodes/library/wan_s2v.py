@@ -109,7 +109,7 @@ class AudioEncoderEncode:
         )
 
 
-def _to_rate(features: torch.Tensor, rate: int, target: int) -> torch.Tensor:
+def features_at_rate(features: torch.Tensor, rate: int, target: int) -> torch.Tensor:
     """[layers, frames, width] at `rate` frames a second -> int(seconds x target) frames (linear, corners kept)."""
     length = int(features.shape[1] / float(rate) * target)
     out = torch.nn.functional.interpolate(features.transpose(1, 2), size=length, align_corners=True, mode="linear")
@@ -152,7 +152,7 @@ async def sound_to_video(
     frames = latent_frames(length)
     if audio_encoder_output is not None:
         layers = audio_encoder_output["encoded_audio_all_layers"]
-        features = _to_rate(torch.cat(list(layers)).float(), AUDIO_FPS, RESAMPLED_FPS)
+        features = features_at_rate(torch.cat(list(layers)).float(), AUDIO_FPS, RESAMPLED_FPS)
         clip = frames * 4
         bucket = audio_bucket(features, clip)[..., frame_offset : frame_offset + clip]
         if bucket.shape[3] > 0:

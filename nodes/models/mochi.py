@@ -112,7 +112,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2).type_as(x)
 
 
-class FeedForward(nn.Module):
+class MochiFeedForward(nn.Module):
     def __init__(self, dim: int, hidden: int):
         super().__init__()
         self.w1 = nn.Linear(dim, 2 * hidden, bias=False)
@@ -132,7 +132,7 @@ class HeadNorm(nn.Module):
         return rms(x, 1e-5) * self.weight
 
 
-class Attention(nn.Module):
+class MochiAttention(nn.Module):
     def __init__(self, c: MochiConfig, update_y: bool):
         super().__init__()
         self.heads = c.heads
@@ -164,16 +164,16 @@ class Attention(nn.Module):
         return x_out, self.proj_y(y_out)
 
 
-class Block(nn.Module):
+class MochiBlock(nn.Module):
     def __init__(self, c: MochiConfig, update_y: bool):
         super().__init__()
         self.update_y = update_y
         self.mod_x = nn.Linear(c.hidden_x, 4 * c.hidden_x)
         self.mod_y = nn.Linear(c.hidden_x, (4 if update_y else 1) * c.hidden_y)
-        self.attn = Attention(c, update_y)
-        self.mlp_x = FeedForward(c.hidden_x, c.mlp_x)
+        self.attn = MochiAttention(c, update_y)
+        self.mlp_x = MochiFeedForward(c.hidden_x, c.mlp_x)
         if update_y:
-            self.mlp_y = FeedForward(c.hidden_y, c.mlp_y)
+            self.mlp_y = MochiFeedForward(c.hidden_y, c.mlp_y)
 
     def forward(self, x, c, y, cos, sin, n_text: int):
         c = F.silu(c)
@@ -190,19 +190,19 @@ class Block(nn.Module):
         return x, y
 
 
-class PatchEmbed(nn.Module):
+class MochiPatchEmbed(nn.Module):
     def __init__(self, c: MochiConfig):
         super().__init__()
         self.proj = nn.Conv2d(c.in_channels, c.hidden_x, c.patch, stride=c.patch)
 
 
-class TimestepEmbedder(nn.Module):
+class MochiTimestepEmbedder(nn.Module):
     def __init__(self, dim: int):
         super().__init__()
         self.mlp = nn.Sequential(nn.Linear(FREQ_DIM, dim), nn.SiLU(), nn.Linear(dim, dim))
 
 
-class AttentionPool(nn.Module):
+class MochiAttentionPool(nn.Module):
     """The caption's pooled vector: the mask-weighted mean token queries the tokens (and itself)."""
 
     def __init__(self, dim: int, out: int):
@@ -223,7 +223,7 @@ class AttentionPool(nn.Module):
         return self.to_out(F.scaled_dot_product_attention(q, k, v, attn_mask=attend).flatten(1))
 
 
-class FinalLayer(nn.Module):
+class MochiFinalLayer(nn.Module):
     def __init__(self, c: MochiConfig):
         super().__init__()
         self.mod = nn.Linear(c.hidden_x, 2 * c.hidden_x)
@@ -239,13 +239,13 @@ class MochiNetwork(nn.Module):
     def __init__(self, config: MochiConfig):
         super().__init__()
         c = self.config = config
-        self.x_embedder = PatchEmbed(c)
-        self.t_embedder = TimestepEmbedder(c.hidden_x)
-        self.t5_y_embedder = AttentionPool(c.t5_dim, c.hidden_x)
+        self.x_embedder = MochiPatchEmbed(c)
+        self.t_embedder = MochiTimestepEmbedder(c.hidden_x)
+        self.t5_y_embedder = MochiAttentionPool(c.t5_dim, c.hidden_x)
         self.t5_yproj = nn.Linear(c.t5_dim, c.hidden_y)
         self.pos_frequencies = nn.Parameter(torch.zeros(3, c.heads, c.hidden_x // c.heads // 2))
-        self.blocks = nn.ModuleList(Block(c, i < c.depth - 1) for i in range(c.depth))
-        self.final_layer = FinalLayer(c)
+        self.blocks = nn.ModuleList(MochiBlock(c, i < c.depth - 1) for i in range(c.depth))
+        self.final_layer = MochiFinalLayer(c)
 
     def forward(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """x [B,C,T,H,W] at `sigma` [B]; context [B,L,t5_dim] with its mask [B,L] (1 = a prompt token)."""

@@ -40,7 +40,7 @@ SPATIAL = 8
 TEMPORAL = 6
 
 
-class CausalConv(nn.Conv3d):
+class MochiCausalConv(nn.Conv3d):
     """Space padded by replication inside the conv (3x3x3: by one), time by repeating the first frame kernel - 1
     times before it (Genmo's causal PConv3d)."""
 
@@ -52,7 +52,7 @@ class CausalConv(nn.Conv3d):
         return super().forward(F.pad(x, (0, 0, 0, 0, self.kernel_size[0] - 1, 0), mode="replicate"))
 
 
-class StridedCausalConv(CausalConv):
+class StridedCausalConv(MochiCausalConv):
     """The encoder's downsampling: kernel = stride, no spatial padding."""
 
     def __init__(self, c_in: int, c_out: int, t: int, s: int):
@@ -99,11 +99,16 @@ class AttentionBlock(nn.Module):
         return x + self.attn(self.norm(x))
 
 
-class ResBlock(nn.Module):
+class MochiResBlock(nn.Module):
     def __init__(self, channels: int, attention: bool = False):
         super().__init__()
         self.stack = nn.Sequential(
-            FrameNorm(channels), nn.SiLU(), CausalConv(channels), FrameNorm(channels), nn.SiLU(), CausalConv(channels)
+            FrameNorm(channels),
+            nn.SiLU(),
+            MochiCausalConv(channels),
+            FrameNorm(channels),
+            nn.SiLU(),
+            MochiCausalConv(channels),
         )
         self.attn_block = AttentionBlock(channels) if attention else None
 
@@ -121,7 +126,7 @@ class UpBlock(nn.Module):
     def __init__(self, c_in: int, c_out: int, blocks: int, temporal: int):
         super().__init__()
         self.temporal = temporal
-        self.blocks = nn.Sequential(*(ResBlock(c_in) for _ in range(blocks)))
+        self.blocks = nn.Sequential(*(MochiResBlock(c_in) for _ in range(blocks)))
         self.proj = Conv1x1(c_in, c_out * temporal * 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -138,10 +143,10 @@ class MochiDecoder(nn.Module):
         """widths / res_blocks per stage from the latent side: blocks.0, the up blocks, the last stage."""
         super().__init__()
         first = nn.Sequential(
-            nn.Conv3d(LATENT_CHANNELS, widths[0], 1), *(ResBlock(widths[0]) for _ in range(res_blocks[0]))
+            nn.Conv3d(LATENT_CHANNELS, widths[0], 1), *(MochiResBlock(widths[0]) for _ in range(res_blocks[0]))
         )
         ups = [UpBlock(widths[i], widths[i + 1], res_blocks[i + 1], temporal[i]) for i in range(len(widths) - 1)]
-        last = nn.Sequential(*(ResBlock(widths[-1]) for _ in range(res_blocks[-1])))
+        last = nn.Sequential(*(MochiResBlock(widths[-1]) for _ in range(res_blocks[-1])))
         self.blocks = nn.ModuleList([first, *ups, last])
         self.output_proj = Conv1x1(widths[-1], 3)
 
@@ -154,7 +159,7 @@ class MochiDecoder(nn.Module):
 class DownBlock(nn.Module):
     def __init__(self, c_in: int, c_out: int, t: int, s: int, attention: list[bool]):
         super().__init__()
-        self.layers = nn.Sequential(StridedCausalConv(c_in, c_out, t, s), *(ResBlock(c_out, a) for a in attention))
+        self.layers = nn.Sequential(StridedCausalConv(c_in, c_out, t, s), *(MochiResBlock(c_out, a) for a in attention))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)
@@ -173,7 +178,9 @@ class MochiEncoder(nn.Module):
         super().__init__()
         built: list[nn.Module] = []
         for kind, *args in layers:
-            built.append(Conv1x1(*args) if kind == "in" else ResBlock(*args) if kind == "res" else DownBlock(*args))
+            built.append(
+                Conv1x1(*args) if kind == "in" else MochiResBlock(*args) if kind == "res" else DownBlock(*args)
+            )
         self.layers = nn.Sequential(*built)
         width = layers[-1][2] if layers[-1][0] == "down" else layers[-1][1]
         self.output_norm = FrameNorm(width)

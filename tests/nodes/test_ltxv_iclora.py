@@ -4,11 +4,12 @@ factor each LoRA metadata header gives, read from the file the LoRA loader appli
 from __future__ import annotations
 
 import asyncio
+import json
+import struct
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
 
 from cluster.refs import ModelRef, Patch
 from nodes.library.ltxv_av import LTXVAddGuide
@@ -19,7 +20,16 @@ FIXTURE = Path(__file__).parent / "fixtures" / "comfyui_iclora.json"
 
 
 def _lora(path: Path, metadata: dict[str, str]) -> Patch:
-    save_file({"lora_unet_x.lora_down.weight": torch.zeros(1, 2)}, str(path), metadata=metadata or None)
+    """A one-tensor LoRA file whose metadata header lists the keys in `metadata`'s order. safetensors' save_file
+    writes them in hash order, which varies per run: with two keys that both end in reference_downscale_factor
+    the first one decides, so the order must be the case's. (ComfyUI reads metadata through safetensors' map,
+    whose order is not the file's either: its recorded answer for such a header is the file order's here.)"""
+    data = torch.zeros(1, 2).numpy().tobytes()
+    header: dict = {"__metadata__": metadata} if metadata else {}
+    header["lora_unet_x.lora_down.weight"] = {"dtype": "F32", "shape": [1, 2], "data_offsets": [0, len(data)]}
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
     return Patch(str(path), "digest", 1.0)
 
 
