@@ -541,11 +541,12 @@ def proxied_value(instance: dict, name: str, subgraph: dict, registry=None):
     widgets_values at the widget's place among its widget inputs (a seed's control value after it counted). The
     proxy is the one whose inner widget the subgraph input `name` feeds; a template whose proxy list has an entry
     per instance widget input and no such link is read by position. The frontend gives every inner input fed by
-    that subgraph input this value, not only the shown one."""
+    that subgraph input this value, not only the shown one. Without the registry (the per-template workflow
+    scripts, whose shipped graphs were written so) only the positional reading is done."""
     proxies = (instance.get("properties") or {}).get("proxyWidgets") or []
     nodes = {str(n.get("id")): n for n in subgraph.get("nodes", [])}
     fed = next((set(i.get("linkIds") or []) for i in subgraph.get("inputs", []) if i.get("name") == name), set())
-    for node_id, widget in proxies:
+    for node_id, widget in proxies if registry is not None else ():
         node = nodes.get(str(node_id))
         if node and any(i.get("name") == widget and i.get("link") in fed for i in node.get("inputs", [])):
             return _widget_value(node, widget, registry)

@@ -96,8 +96,8 @@ def test_a_proxy_is_found_by_the_subgraph_input_that_feeds_it() -> None:
     registry = build_registry(None)
     assert templates_render.proxied_value(instance, "length", subgraph, registry) == 81
     assert templates_render.proxied_value(instance, "noise_seed", subgraph, registry) == 7
-    # without the class order the seed would be read at the place of add_noise
-    assert templates_render.proxied_value(instance, "noise_seed", subgraph) is True
+    # without the registry only the positional reading is done: 3 proxies for 1 widget input give nothing
+    assert templates_render.proxied_value(instance, "noise_seed", subgraph) is None
 
 
 def test_moge_files_map_to_the_tiny_moge_2() -> None:
