@@ -127,20 +127,14 @@ class LocalRuntime(Runtime):
     (cluster.scheduling.batching.batch_tag, the head's grouping) up to `max_batch` samples, as one merged core run,
     after waiting at most `batch_window_s` from its arrival for the batch to fill (the head's window)."""
 
-    def __init__(
-        self,
-        core: ExecutorCore | None = None,
-        max_batch: int = 1,
-        batch_window_s: float = 0.02,
-        threads: int | None = None,
-    ) -> None:
+    def __init__(self, core: ExecutorCore | None = None, max_batch: int = 1, batch_window_s: float = 0.02) -> None:
         self.core = core or ExecutorCore.in_process()
         self.max_batch, self.batch_window_s = max_batch, batch_window_s
-        # torch's thread count while a ModelFn runs (serve's --executor-threads with --executors 0), or None
+        # torch's thread count while a ModelFn runs (serve sets it from --executor-threads with --executors 0), or None
         # for the compute thread's own. Only the ModelFns: node bodies keep the count they have in a server's
         # head, because some CPU kernels round by it (a float32 bilinear resize differs between one thread
         # and two on an AVX-512 CPU) and the two modes must give the same bits.
-        self.threads = threads
+        self.threads: int | None = None
         self._io = DirectIO(torch.device(self.core.device))
         # torch already uses every core per op; one call at a time keeps results deterministic.
         self._lock = threading.Lock()
