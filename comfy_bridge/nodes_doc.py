@@ -39,7 +39,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_mochi": VIDEO,
     "comfy_extras.nodes_cosmos": VIDEO,
     "comfy_extras.nodes_lt": VIDEO,
-    "comfy_extras.nodes_video_model": "saving an image-to-video (SVD) checkpoint with its CLIP vision is not written yet",
     "comfy_extras.nodes_camera_trajectory": VIDEO,
     "comfy_extras.nodes_context_windows": VIDEO,
     "comfy_extras.nodes_audio": AUDIO,

@@ -246,6 +246,30 @@ def save_checkpoint(
     return _write(filename_prefix, sd, {**_model_metadata(arch, extra), **_metadata(prompt, extra_pnginfo)}, title=True)
 
 
+# supported_models.SVD_img2vid's architecture name in the modelspec entries ComfyUI writes for an SVD checkpoint
+SVD_MODELSPEC = {
+    "modelspec.architecture": "stable-video-diffusion-img2vid-v1",
+    "modelspec.sai_model_spec": "1.0.0",
+    "modelspec.implementation": "sgm",
+}
+
+
+def save_image_only_checkpoint(
+    filename_prefix: str,
+    model: ModelRef,
+    clip_vision: ModelRef | None,
+    vae: ModelRef | None,
+    prompt: Any = None,
+    extra_pnginfo: dict | None = None,
+) -> str:
+    """One SVD checkpoint (VideoUNet, CLIP image encoder, temporal VAE) as ComfyUI's ImageOnlyCheckpointSave writes
+    it; returns its path."""
+    from nodes.models.checkpoint_save import svd_checkpoint_state
+
+    sd = svd_checkpoint_state(model, clip_vision, vae)
+    return _write(filename_prefix, sd, {**SVD_MODELSPEC, **_metadata(prompt, extra_pnginfo)}, title=True)
+
+
 class CheckpointSave:
     RELATIVE_PYTHON_MODULE = MODULE
 

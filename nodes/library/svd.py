@@ -6,7 +6,9 @@ SVD_img2vid_Conditioning encodes the start image twice: its CLIP image embedding
 crop) and noised by augmentation_level from torch's global generator as ComfyUI does, rides along as
 concat_latent_image (zeros for the negative), with fps, motion_bucket_id and augmentation_level, which the model
 embeds as its ADM input. The latent is video_frames empty SD latents: SVD's frames are the latent's batch.
-Checked against ComfyUI 0.3.64 by tests/models/test_svd.py (scripts/record_comfyui_svd.py)."""
+ImageOnlyCheckpointSave writes the three back as one checkpoint in the keys ComfyUI writes.
+Checked against ComfyUI 0.3.64 by tests/models/test_svd.py (scripts/record_comfyui_svd.py) and
+tests/nodes/test_image_only_checkpoint_save.py (scripts/record_comfyui_image_only_checkpoint_save.py)."""
 
 from __future__ import annotations
 
@@ -102,8 +104,47 @@ class SVD_img2vid_Conditioning:
         return (positive, negative, {"samples": latent})
 
 
+class ImageOnlyCheckpointSave:
+    RELATIVE_PYTHON_MODULE = MODULE
+    RETURN_TYPES = ()
+    FUNCTION = "save"
+    OUTPUT_NODE = True
+    CATEGORY = "advanced/model_merging"
+    DESCRIPTION = (
+        "Writes a Stable Video Diffusion model, its CLIP image encoder and VAE as one .safetensors checkpoint in "
+        "the output folder, in the layout ImageOnlyCheckpointLoader reads."
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "clip_vision": ("CLIP_VISION",),
+                "vae": ("VAE",),
+                "filename_prefix": ("STRING", {"default": "checkpoints/ComfyUI"}),
+            },
+            "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
+        }
+
+    def save(
+        self,
+        model: ModelRef,
+        clip_vision: ModelRef,
+        vae: ModelRef,
+        filename_prefix: str,
+        prompt: Any = None,
+        extra_pnginfo: dict | None = None,
+    ) -> dict:
+        from nodes.library.model_merging import save_image_only_checkpoint
+
+        save_image_only_checkpoint(filename_prefix, model, clip_vision, vae, prompt, extra_pnginfo)
+        return {}
+
+
 NODE_CLASS_MAPPINGS = {
     "ImageOnlyCheckpointLoader": ImageOnlyCheckpointLoader,
     "SVD_img2vid_Conditioning": SVD_img2vid_Conditioning,
+    "ImageOnlyCheckpointSave": ImageOnlyCheckpointSave,
 }
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

@@ -24,6 +24,7 @@ MEAN = (0.48145466, 0.4578275, 0.40821073)
 STD = (0.26862954, 0.26130258, 0.27577711)
 HEADS = 16
 OPEN_CLIP_MARKER = "visual.transformer.resblocks.0.attn.in_proj_weight"
+HF_MARKER = "vision_model.embeddings.class_embedding"
 UNCLIP_PREFIX = "embedder.model."  # where SD2.1 unCLIP checkpoints keep their image encoder (ComfyUI's prefix)
 SVD_PREFIX = "conditioner.embedders.0.open_clip.model."  # and Stable Video Diffusion checkpoints theirs
 CHECKPOINT_PREFIXES = (UNCLIP_PREFIX, SVD_PREFIX)
@@ -66,6 +67,9 @@ def to_transformers_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
         if prefix + OPEN_CLIP_MARKER in sd:
             sd = {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
             break
+        if prefix + "visual." + HF_MARKER in sd:  # what ComfyUI's checkpoint savers write there: transformers' names
+            prefix += "visual."
+            return {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
     if OPEN_CLIP_MARKER not in sd:
         return sd
     visual = {k[len("visual.") :]: v for k, v in sd.items() if k.startswith("visual.")}
@@ -173,5 +177,6 @@ def is_clip_vision(keys) -> bool:
     return (
         OPEN_CLIP_MARKER in keys
         or any(prefix + OPEN_CLIP_MARKER in keys for prefix in CHECKPOINT_PREFIXES)
-        or "vision_model.embeddings.class_embedding" in keys
+        or any(prefix + "visual." + HF_MARKER in keys for prefix in CHECKPOINT_PREFIXES)
+        or HF_MARKER in keys
     )
