@@ -364,7 +364,9 @@ async def sample_guided(
     latent_in = fmt.process_in(samples) if torch.count_nonzero(samples) > 0 else samples
     max_sigma, first = float(ms.sigma_max), float(sigmas[0])
     max_denoise = math.isclose(max_sigma, first, rel_tol=1e-05) or first > max_sigma
-    x = ms.noise_scaling(sigmas[0], noise_t, latent_in, max_denoise)
+    stepper = get_sampler(sampler.name)  # an adaptive sampler (dpm_adaptive) ends the loop from its state
+    # VOID's DDIM starts from the noise as drawn (ComfyUI's VOID_DDIM skips the noise scaling and the input latent)
+    x = noise_t.float() if stepper.starts_from_noise else ms.noise_scaling(sigmas[0], noise_t, latent_in, max_denoise)
 
     tensors, params = step_inputs(guider, sampler, samples, noise.seed, sigmas)
     control_latents, controls = await diffsynth.prepare(model, samples)
@@ -381,14 +383,14 @@ async def sample_guided(
         params = params.replace(infinitetalk=talk)
     if shapes is not None:
         params = params.replace(latent_shapes=shapes)
-    mask = latent.get("noise_mask")
+    # ComfyUI's VOID_DDIM never reads the noise mask (the inpainting wrapper is KSAMPLER's)
+    mask = None if stepper.starts_from_noise else latent.get("noise_mask")
     if mask is not None:
         prepared = mask if shapes is not None else _prepare_mask(mask, samples)  # a packed pair's is ready
         tensors.update(denoise_mask=prepared, latent_image=latent_in, noise=noise_t)
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1
-    stepper = get_sampler(sampler.name)  # an adaptive sampler (dpm_adaptive) ends the loop from its state
     split = cfg_split.splittable(params, tensors)
     i = 0
     while not stepper.finished(i, sigmas, {k[len(STATE_PREFIX) :]: v for k, v in state.items()}):
@@ -402,7 +404,8 @@ async def sample_guided(
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
         report_progress(i + 1, total, previews.preview(denoised) if shapes is None else None)
         i += 1
-    out["samples"] = shaped(fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x)))
+    unscaled = x if stepper.starts_from_noise else ms.inverse_noise_scaling(sigmas[-1], x)
+    out["samples"] = shaped(fmt.process_out(unscaled))
     out["samples"] = infinitetalk.finish(model, out["samples"])
     if denoised is None:
         return out, out

@@ -35,6 +35,8 @@ class Sampler:
     reads_model_sampling: bool = False
     # Samplers whose step depends on the whole batch (an error norm over it): requests must not share a step.
     couples_batch: bool = False
+    # Samplers that start from the noise as drawn (VOID's DDIM): no noise scaling, no input latent, no unscaling.
+    starts_from_noise: bool = False
 
     def make_noise(self, seed: int, x: Tensor, sigmas: Tensor, state: dict[str, Tensor]) -> NoiseSampler:
         if self.noise_kind == "gaussian":

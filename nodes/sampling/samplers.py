@@ -44,6 +44,7 @@ from .samplers_ode import (
 )
 from .samplers_sa import SASolver
 from .samplers_seeds import ERSDE, SEEDS
+from .samplers_void import VoidDDIM
 from .uni_pc import UniPC
 
 
@@ -109,7 +110,7 @@ _ALL: list[Sampler] = [
 ]
 SAMPLERS: dict[str, Sampler] = {s.name: s for s in _ALL}
 # Samplers only sampler-object nodes give (not in KSampler's list).
-OBJECT_SAMPLERS: dict[str, Sampler] = {s.name: s for s in (EulerCFGPPAlternative(), LCMUpscale())}
+OBJECT_SAMPLERS: dict[str, Sampler] = {s.name: s for s in (EulerCFGPPAlternative(), LCMUpscale(), VoidDDIM())}
 
 # ComfyUI's SAMPLER_NAMES order, restricted to the samplers implemented here.
 _COMFY_ORDER = [

@@ -32,6 +32,8 @@ QWEN_IMAGE21 = Path(__file__).resolve().parent / "fixtures" / "comfyui_qwen_imag
 WAN_ANIMATE2 = Path(__file__).resolve().parent / "fixtures" / "comfyui_wan_animate2_object_info.json"
 # Wan SCAIL-2's two nodes (newer than every ComfyUI that runs here): the newest source's schemas
 WAN_SCAIL = Path(__file__).resolve().parent / "fixtures" / "comfyui_wan_scail_object_info.json"
+# VOID's six nodes (newer than every ComfyUI that runs here): the newest source's schemas
+VOID = Path(__file__).resolve().parent / "fixtures" / "comfyui_void_object_info.json"
 # TextEncodeMageFlowEdit (newer than every ComfyUI that runs here), from the newest source.
 MAGE_FLOW = Path(__file__).resolve().parent / "fixtures" / "comfyui_mage_flow_object_info.json"
 # SeedVR2's nodes (newer than every ComfyUI that runs here), from the newest source.
@@ -155,6 +157,7 @@ def reference() -> dict[str, dict]:
         **json.loads(QWEN_IMAGE21.read_text())["classes"],
         **json.loads(WAN_ANIMATE2.read_text())["classes"],
         **json.loads(WAN_SCAIL.read_text())["classes"],
+        **json.loads(VOID.read_text())["classes"],
         **json.loads(SEEDVR2.read_text())["classes"],
         **load_json(HUNYUAN_VIDEO15)["object_info"],
         **load_json(KANDINSKY5)["object_info"],
