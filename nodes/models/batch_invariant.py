@@ -8,10 +8,14 @@ the UNet and Flux families (scripts/measure_batch_invariance.py):
   one on one thread, through its native im2col + GEMM, and a batch of 2 or more (or 16 for 1x1) through
   oneDNN: the two round differently. Each of the two kernels alone gave every sample the same bits at
   every batch size (1 to 16, 1 and 2 threads, every conv of the tiny demo UNets and 320-channel SD1-sized
-  ones). So a float32 CPU convolution is pinned to the kernel torch picks for one sample, at any batch:
-  invariance at no cost, the unbatched bits unchanged, and batches faster than the per-sample loop this
-  replaced. Elsewhere (CUDA, where cuDNN also picks algorithms by size; no oneDNN) a convolution runs one
-  sample at a time.
+  ones). So a float32 CPU convolution is pinned to one kernel per layer and sample shape, at any batch:
+  invariance at no cost, and batches faster than the per-sample loop this replaced. The kernel is torch's
+  choice for one sample, except where the output is small (at most 16x16 pixels, kernel up to 3x3): there
+  oneDNN reorders the whole weight into its blocked layout on every call, which costs more than the
+  convolution (an SD UNet's deep levels: 1280 channels at 8x8, one thread, 44 ms through oneDNN, 20 ms
+  native), so those run natively, each sample's GEMM on one thread (ATen multiplies a lone sample on all
+  threads, which rounds differently from the samples of a batch). Elsewhere (CUDA, where cuDNN also picks
+  algorithms by size; no oneDNN) a convolution runs one sample at a time.
 - projections of samples with few rows ([batch, features] time embeddings and modulations, PixelDiT's
   [batch, 1, features] ones, the tokens of a small image's deepest levels): the GEMM differs from batch 2 on,
   so such an input is multiplied a sample at a time (few_rows_bound).
@@ -20,6 +24,9 @@ the UNet and Flux families (scripts/measure_batch_invariance.py):
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +54,16 @@ def few_rows_bound() -> int:
 # torch's own bound (ConvParams::use_mkldnn): a single sample of at most this many values, with a kernel up to
 # 3x3, runs through the native im2col + GEMM, which is faster than oneDNN there
 _NATIVE_MAX_VALUES = 20480
+# Outputs of at most this many pixels per sample (kernel up to 3x3) run natively whatever their channels: oneDNN's
+# per-call weight reorder outweighs the convolution there. Measured on this AVX-512 Xeon, one sample, float32:
+# 1280 -> 1280 channels at 4x4 41 ms oneDNN / 9 ms native, 8x8 44 / 20, 16x16 84 / 58, 2560 -> 1280 at 8x8
+# 94 / 42, 640 -> 640 at 16x16 17 / 15; at 32x32 oneDNN is faster (640 channels 48 / 61).
+_NATIVE_MAX_OUT_PIXELS = 256
+
+
+def _out_pixels(conv: nn.Conv2d, x: torch.Tensor) -> int:
+    (kh, kw), (sh, sw), (ph, pw) = conv.kernel_size, conv.stride, conv.padding
+    return ((x.shape[-2] + 2 * ph - kh) // sh + 1) * ((x.shape[-1] + 2 * pw - kw) // sw + 1)
 
 
 def _backend(conv: nn.Conv2d, x: torch.Tensor) -> str:
@@ -65,7 +82,22 @@ def _backend(conv: nn.Conv2d, x: torch.Tensor) -> str:
     kh, kw = conv.kernel_size
     onednn_allowed = conv.stride != (1, 1) or (kh, kw) != (1, 1) or torch.get_num_threads() > 1
     onednn_faster = (kh > 3 and kw > 3) or x[0].numel() > _NATIVE_MAX_VALUES
-    return "onednn" if onednn_allowed and onednn_faster else "native"
+    small_output = kh <= 3 and kw <= 3 and _out_pixels(conv, x) <= _NATIVE_MAX_OUT_PIXELS
+    return "onednn" if onednn_allowed and onednn_faster and not small_output else "native"
+
+
+@contextlib.contextmanager
+def single_thread(when: bool) -> Iterator[None]:
+    """torch on one thread for the block, if `when` (this thread's count: OpenMP keeps one per thread)."""
+    threads = torch.get_num_threads()
+    if not when or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class BatchInvariantConv2d(nn.Conv2d):
@@ -75,7 +107,11 @@ class BatchInvariantConv2d(nn.Conv2d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         backend = _backend(self, x) if x.dim() == 4 else ""
         if backend == "native":
-            return torch.ops.aten.thnn_conv2d(x, self.weight, self.kernel_size, self.bias, self.stride, self.padding)
+            # a batch's samples are multiplied one per thread; a lone one would be split over the threads
+            with single_thread(x.shape[0] == 1):
+                return torch.ops.aten.thnn_conv2d(
+                    x, self.weight, self.kernel_size, self.bias, self.stride, self.padding
+                )
         if backend == "onednn":
             return torch.ops.aten.mkldnn_convolution(
                 x.contiguous(), self.weight, self.bias, self.padding, self.stride, self.dilation, self.groups

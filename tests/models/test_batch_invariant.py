@@ -94,6 +94,32 @@ def test_cpu_convolutions_run_the_whole_batch_in_one_kernel_with_single_sample_b
 _CONV_KERNELS = ("aten::thnn_conv2d", "aten::mkldnn_convolution")  # torch's two CPU kernels
 
 
+@pytest.mark.parametrize("shape", [(640, 640, 1, 8), (320, 640, 2, 16)])  # (in, out, stride, side): 64 output pixels
+def test_small_outputs_of_wide_convolutions_run_natively_with_the_same_bits_at_any_batch_and_thread_count(shape):
+    """An SD UNet's deep levels (many channels, few pixels) run through the native kernel, which torch would give
+    to oneDNN: the same bits for a sample alone and in batches of 2, 3 and 5, on one thread and on two."""
+    cin, cout, stride, side = shape
+    before = torch.get_num_threads()
+    torch.manual_seed(0)
+    conv = make_batch_invariant(nn.Sequential(nn.Conv2d(cin, cout, 3, stride, padding=1)))[0]
+    x = torch.randn(5, cin, side, side)
+    try:
+        with torch.inference_mode():
+            torch.set_num_threads(1)
+            alone = [conv(x[i : i + 1]) for i in range(5)]
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                for batch in (1, 2, 3, 5):
+                    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                        out = conv(x[:batch])
+                    kernels = [e.key for e in prof.key_averages() for _ in range(e.count) if e.key in _CONV_KERNELS]
+                    assert kernels == ["aten::thnn_conv2d"], (threads, batch, kernels)
+                    assert all(torch.equal(out[i : i + 1], alone[i]) for i in range(batch)), (threads, batch)
+                    assert torch.get_num_threads() == threads  # the lone sample's one thread is given back
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_keeps_parameters_and_state_dict_and_token_inputs_use_one_gemm():
     plain = nn.Linear(16, 32)
     patched = make_batch_invariant(nn.Sequential(nn.Linear(16, 32)))[0]
