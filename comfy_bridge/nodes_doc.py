@@ -33,9 +33,6 @@ def family(name: str) -> str:
 # ComfyUI module -> why its classes are not offered (where none is offered or some are left out).
 REASONS: dict[str, str] = {
     "comfy_extras.nodes_video": VIDEO,
-    # WanHuMoImageToVideo: HuMo's Whisper audio features need a torchaudio mel front end (no torchaudio for this
-    # torch) to be checked against ComfyUI, and its network is not written
-    "comfy_extras.nodes_wan": family("Wan HuMo"),
     "comfy_extras.nodes_mochi": VIDEO,
     "comfy_extras.nodes_cosmos": VIDEO,
     "comfy_extras.nodes_lt": VIDEO,

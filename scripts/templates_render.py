@@ -215,6 +215,14 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^Wan2_1-I2V-14B-480p", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
     (r"^Wan2_1-I2V-14B-480p", r"^Wan2_1_VAE", "wan_2.1_vae_tiny.safetensors"),
     (r"^Wan2_1-I2V-14B-480p", r"^lightx2v_I2V_14B_480p", "wan2.1_i2v_14B_2heads_lightx2v_lora_tiny.safetensors"),
+    # Wan HuMo (nodes/models/wan_humo_demo.py): the 17B and 1.7B models, the Whisper encoder and the lightx2v I2V 14B
+    # distill LoRA the template loads onto the model (a LoRA of the tiny 17B file's blocks)
+    (None, r"^humo_17B", "humo_17B_tiny.safetensors"),
+    (None, r"^humo_1\.7B", "humo_1.7B_tiny.safetensors"),
+    (r"^humo_", r"^whisper_large_v3", "whisper_large_v3_tiny.safetensors"),
+    (r"^humo_", r"^lightx2v_I2V_14B_480p", "humo_lightx2v_lora_tiny.safetensors"),
+    (r"^humo_", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
+    (r"^humo_", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
     # Wan 2.2 S2V (nodes/models/wan_s2v_demo.py): the S2V model, its wav2vec 2.0 encoder and the lightx2v Wan 2.2
     # text-to-video LoRA the template loads onto it
     (None, r"^wan2\.2_s2v_14B", "wan2.2_s2v_14B_tiny.safetensors"),

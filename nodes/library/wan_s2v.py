@@ -54,7 +54,8 @@ def _audio_encoder_file(name: str):
         raise ValueError(f"audio_encoder_name: {e}") from e
     if not is_audio_encoder(keys):
         raise ValueError(
-            f"audio_encoder_name: {path.name!r} is not an audio encoder Comfy Cluster can run (supported: wav2vec 2.0)"
+            f"audio_encoder_name: {path.name!r} is not an audio encoder Comfy Cluster can run "
+            "(supported: wav2vec 2.0, Whisper)"
         )
     return path
 
@@ -65,7 +66,7 @@ class AudioEncoderLoader:
     CATEGORY = "loaders"
     RETURN_TYPES = ("AUDIO_ENCODER",)
     RETURN_NAMES = ("AUDIO_ENCODER",)
-    DESCRIPTION = "Loads an audio encoder (wav2vec 2.0) from models/audio_encoders."
+    DESCRIPTION = "Loads an audio encoder (wav2vec 2.0, or Whisper for HuMo) from models/audio_encoders."
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -73,7 +74,12 @@ class AudioEncoderLoader:
         return {"required": {"audio_encoder_name": ("COMBO", {"multiselect": False, "options": files})}}
 
     def execute(self, audio_encoder_name: str) -> tuple[ModelRef]:
-        return (make_ref(COMPONENT, "wav2vec2", [_audio_encoder_file(audio_encoder_name)]),)
+        from nodes.models.audio_encoder import WHISPER_MARKER
+        from nodes.models.safetensors_io import shapes_of
+
+        path = _audio_encoder_file(audio_encoder_name)
+        arch = "whisper3" if WHISPER_MARKER in shapes_of(path)[0] else "wav2vec2"
+        return (make_ref(COMPONENT, arch, [path]),)
 
 
 class AudioEncoderEncode:

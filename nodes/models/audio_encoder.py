@@ -8,7 +8,7 @@ convolution, biases, the waveform normalised, the "stable" pre-norm encoder) and
 one group norm in the first convolution, no biases, no normalisation, the post-norm encoder). Here the sizes are read
 from the tensors (width, layers, feed-forward width, convolution width) and the two layouts are told by their
 keys (a layer norm in the second convolution means the large layout and everything that goes with it); the heads
-are 64 wide, as in both released sizes. Whisper files (HuMo's encoder) are refused by name for now.
+are 64 wide, as in both released sizes. Whisper files (HuMo's encoder) load as nodes.models.whisper_encoder.
 
 `encode` is ComfyUI's wav2vec2 forward: channels averaged, the whole batch normalised with one mean and one
 (unbiased) variance where the layout asks for it, then every layer's hidden states (the embedding's and each
@@ -39,8 +39,8 @@ NORMALIZE_EPS = 1e-7
 
 
 def is_audio_encoder(keys: Mapping[str, object]) -> bool:
-    """True for a file the loader takes: a wav2vec 2.0 encoder (bare or under `wav2vec2.`)."""
-    return MARKER in keys or PREFIX + MARKER in keys
+    """True for a file the loader takes: a wav2vec 2.0 encoder (bare or under `wav2vec2.`) or a Whisper one."""
+    return MARKER in keys or PREFIX + MARKER in keys or WHISPER_MARKER in keys
 
 
 def wav2vec2_config(sd: Mapping[str, torch.Tensor]) -> tuple[Wav2Vec2Config, bool]:
@@ -129,13 +129,15 @@ class AudioEncoder:
         return out.last_hidden_state, torch.stack([*out.hidden_states[:-1], out.last_hidden_state])
 
 
-def load_audio_encoder(state_dict: Mapping[str, torch.Tensor], path: str | None) -> AudioEncoder:
-    """An AudioEncoder from a wav2vec 2.0 file; float32 compute."""
+def load_audio_encoder(state_dict: Mapping[str, torch.Tensor], path: str | None):
+    """An AudioEncoder from a wav2vec 2.0 file, or a WhisperAudioEncoder from a Whisper one; float32 compute."""
     if WHISPER_MARKER in state_dict:
-        raise ModelLoadError(path, "Whisper audio encoders (HuMo's) are not supported yet")
+        from nodes.models.whisper_encoder import load_whisper_encoder
+
+        return load_whisper_encoder(state_dict, path)
     sd = {k[len(PREFIX) :] if k.startswith(PREFIX) else k: v for k, v in state_dict.items()}
     if MARKER not in sd:
-        raise ModelLoadError(path, "not an audio encoder Comfy Cluster can run (supported: wav2vec 2.0)")
+        raise ModelLoadError(path, "not an audio encoder Comfy Cluster can run (supported: wav2vec 2.0, Whisper)")
     sd = _pos_conv_names(sd)
     try:
         config, large = wav2vec2_config(sd)

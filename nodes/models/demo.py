@@ -288,6 +288,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_wan_s2v = getattr(_optional("nodes.models.wan_s2v_demo"), "build_demo_wan_s2v", None)
         if build_wan_s2v is not None:  # Wan 2.2 S2V and its wav2vec 2.0 audio encoder
             written += build_wan_s2v(models_dir)
+        build_wan_humo = getattr(_optional("nodes.models.wan_humo_demo"), "build_demo_wan_humo", None)
+        if build_wan_humo is not None:  # Wan HuMo 17B and 1.7B and their Whisper audio encoder
+            written += build_wan_humo(models_dir)
         build_infinitetalk = getattr(
             _optional("nodes.models.wan_infinitetalk_demo"), "build_demo_wan_infinitetalk", None
         )

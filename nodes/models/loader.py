@@ -125,7 +125,8 @@ _ARCH_MODULES = {
     "moss_image": ("nodes.models.moss_image",),
     "qwen35": ("nodes.models.qwen35_text",),
     "mistral3": ("nodes.models.flux2_mistral",),
-    "wan21": ("nodes.models.wan_s2v", "nodes.models.wan"),  # S2V files first, the others pass through
+    # HuMo files first, then S2V files, the others pass through
+    "wan21": ("nodes.models.wan_humo", "nodes.models.wan_s2v", "nodes.models.wan"),
     "wan22_5b": ("nodes.models.wan",),
     "minimax_h3": ("nodes.models.minimax_h3_engine",),
     "minimax_h3_audio": ("nodes.models.minimax_h3_audio",),
