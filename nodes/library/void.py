@@ -1,13 +1,16 @@
 """VOID video inpainting's nodes (ComfyUI's comfy_extras.nodes_void, newer than every ComfyUI that runs here;
-written from its definition): VOIDSampler, VOIDWarpedNoiseSource, VOIDQuadmaskPreprocess and
-VOIDInpaintConditioning.
+written from its definition): VOIDSampler, VOIDWarpedNoiseSource, VOIDQuadmaskPreprocess, VOIDInpaintConditioning,
+VOIDWarpedNoise and OpticalFlowLoader.
 
 VOID (Netflix's object-and-interaction removal on CogVideoX-Fun V1.5) samples with its own DDIM from unscaled noise
 (nodes.sampling.samplers_void); its second pass starts from noise warped along the first pass's optical flow, which
 VOIDWarpedNoiseSource hands to SamplerCustomAdvanced as its NOISE. VOIDInpaintConditioning puts the VAE latents of
 the kept-region mask and of the masked video on both conditionings (32 channels: 16 of the mask, 16 of the video) and
 gives the empty 16-channel latent; lengths whose latent has an odd frame count are cut to the next even one
-(CogVideoX-Fun V1.5 patches two latent frames at once).
+(CogVideoX-Fun V1.5 patches two latent frames at once). VOIDWarpedNoise warps Gaussian noise along RAFT-large's
+optical flow between the frames (nodes.models.void_noise, nodes.models.raft); it runs in the node's own process
+(RAFT is 5M parameters), and draws its noise from a fixed seed (ComfyUI's draws from the process's global
+generator, whatever state it is in).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.inputs import require_component
 from nodes.ksampler import PresetNoise, SamplerChoice, call_model_fn
+from nodes.loaders import make_ref, model_file, model_files
 from nodes.model_nodes import crop_to_multiple
 from nodes.upscale import common_upscale
 
@@ -198,10 +202,123 @@ def _frames_match(latent: torch.Tensor, frames: int) -> torch.Tensor:
     return torch.cat([latent, latent[:, :, -1:].repeat(1, 1, frames - latent.shape[2], 1, 1)], dim=2)
 
 
+OPTICAL_FLOW = "OPTICAL_FLOW"
+WARP_SEED = 0  # VOIDWarpedNoise's noise generator (a fixed seed: the same video gives the same noise)
+
+
+class OpticalFlowLoader:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "loaders"
+    DESCRIPTION = "Loads an optical flow model from the optical_flow folder: torchvision's RAFT-large checkpoint."
+    RETURN_TYPES = (OPTICAL_FLOW,)
+    MODEL_FILE_INPUTS = {"model_name": ("optical_flow", "optical_flow")}
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        tip = "The RAFT-large file (raft_large_C_T_SKHT_V2, as .safetensors or .pth) in the optical_flow folder."
+        options = {"multiselect": False, "options": model_files("optical_flow"), "tooltip": tip}
+        return {"required": {"model_name": ("COMBO", options)}}
+
+    def execute(self, model_name):
+        from nodes.models.raft import is_raft
+
+        path = model_file("optical_flow", model_name, "model_name")
+        if not is_raft(_read(path)):
+            raise ValueError(f"model_name: {model_name!r} is not a torchvision RAFT-large checkpoint")
+        return (make_ref("optical_flow", "raft_large", [path]),)
+
+
+def _read(path) -> dict:
+    if str(path).endswith(".safetensors"):
+        from nodes.models.safetensors_io import load_state_dict
+
+        return load_state_dict(path)
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+class VOIDWarpedNoise:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "latent/video"
+    DESCRIPTION = (
+        "Noise for VOID's second pass that moves with the first pass's video: Gaussian noise warped along the "
+        "optical flow between its frames, one latent frame per 4 video frames."
+    )
+    RETURN_TYPES = ("LATENT",)
+    RETURN_NAMES = ("warped_noise",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "optical_flow": (OPTICAL_FLOW, {"tooltip": "RAFT-large from OpticalFlowLoader."}),
+                "video": ("IMAGE", {"tooltip": "The first pass's frames [T, H, W, 3]."}),
+                **_sizes(),
+                "length": (
+                    "INT",
+                    {
+                        "default": 45,
+                        "min": 1,
+                        "max": MAX_RESOLUTION,
+                        "step": 1,
+                        "tooltip": "Frames to use; cut so the latent has an even frame count (49 -> 45).",
+                    },
+                ),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 64}),
+            }
+        }
+
+    def execute(self, optical_flow, video, width, height, length, batch_size):
+        from nodes.models.raft import load_raft
+
+        cut = void_length(length)
+        if cut != length:
+            log.warning("VOIDWarpedNoise: length %d cut to %d (an even number of latent frames)", length, cut)
+        raft = load_raft(_read(optical_flow.sources[0]))
+        frames = (_frames_at(video[:cut], width, height).clamp(0, 1) * 255).to(torch.uint8)
+        samples = warped_latent(frames, lambda a, b: raft_flow(raft, a, b), (cut - 1) // TEMPORAL_COMPRESSION + 1)
+        return ({"samples": samples.repeat(batch_size, 1, 1, 1, 1)},)
+
+
+def raft_flow(raft, previous: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    """RAFT's flow [2, h, w] from `previous` to `current` (CHW in [0, 1]; sides cut to multiples of 8 for RAFT,
+    bilinearly, and the flow brought back to their size)."""
+    h, w = previous.shape[-2:]
+    size = (h // 8 * 8, w // 8 * 8)
+    pair = [
+        F.interpolate(x[None], size=size, mode="bilinear") if size != (h, w) else x[None] for x in (previous, current)
+    ]
+    with torch.no_grad():
+        flow = raft(pair[0] * 2 - 1, pair[1] * 2 - 1)[0]
+    return F.interpolate(flow[None], size=(h, w), mode="bilinear")[0] if size != (h, w) else flow
+
+
+def warped_latent(frames: torch.Tensor, flow_between, latent_frames: int) -> torch.Tensor:
+    """The warped noise of the uint8 video `frames` [T, H, W, 3] as a latent [1, 16, latent_frames, H/8, W/8]:
+    evenly spaced frames of the per-frame noise (indices rounded down, as ComfyUI's), resized if its size differs."""
+    from nodes.models.void_noise import warped_noise
+
+    height, width = frames.shape[1:3]
+    with torch.no_grad():
+        noise = warped_noise(frames, flow_between, torch.Generator().manual_seed(WARP_SEED))  # [T, h, w, 16]
+    if noise.shape[0] != latent_frames:
+        noise = noise[torch.linspace(0, noise.shape[0] - 1, latent_frames).long()]
+    if noise.shape[1:3] != (height // 8, width // 8):
+        noise = F.interpolate(noise.permute(0, 3, 1, 2), size=(height // 8, width // 8), mode="bilinear")
+        noise = noise.permute(0, 2, 3, 1)
+    return noise.permute(3, 0, 1, 2).unsqueeze(0).contiguous()
+
+
 NODE_CLASS_MAPPINGS = {
+    "OpticalFlowLoader": OpticalFlowLoader,
+    "VOIDWarpedNoise": VOIDWarpedNoise,
     "VOIDSampler": VOIDSampler,
     "VOIDWarpedNoiseSource": VOIDWarpedNoiseSource,
     "VOIDQuadmaskPreprocess": VOIDQuadmaskPreprocess,
     "VOIDInpaintConditioning": VOIDInpaintConditioning,
 }
-NODE_DISPLAY_NAME_MAPPINGS = {"VOIDQuadmaskPreprocess": "VOID Quadmask Preprocessor"}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "VOIDQuadmaskPreprocess": "VOID Quadmask Preprocessor",
+    "OpticalFlowLoader": "Load Optical Flow Model",
+}

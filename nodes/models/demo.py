@@ -414,6 +414,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_hv = getattr(_optional("nodes.models.hunyuan_video_demo"), "build_demo_hunyuan_video", None)
         if build_hv is not None:  # HunyuanVideo 1.0's DiTs (text and image to video) and llava-llama3
             written += build_hv(models_dir)
+        build_raft = getattr(_optional("nodes.models.raft_demo"), "build_demo_raft", None)
+        if build_raft is not None:  # RAFT-large's full layout, seeded (VOID's warped noise)
+            written += build_raft(models_dir)
         build_hydit = getattr(_optional("nodes.models.hunyuan_dit_demo"), "build_demo_hunyuan_dit", None)
         if build_hydit is not None:  # HunyuanDiT's all-in-one checkpoint (sd1-tiny's VAE in it) and a BERT vocabulary
             written += build_hydit(models_dir)

@@ -17,6 +17,7 @@ from tests.float_tolerance import ulps_of_largest
 from tests.node_calls import active_workspace, call_node
 from tests.recorded_tensors import load_json, tensor
 
+RAFT_FILE = "optical_flow/raft_large_C_T_SKHT_V2-ff5fadd5.safetensors"
 FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_void.json.xz")
 ATOL = 1e-5  # two implementations of the same float32 VAE / network on the same file
 # three steps of the network through a CFG of 3: measured 8.1e-6 at a largest value of 11.7 (8.5 ulps) on this CPU;
@@ -26,14 +27,28 @@ SAMPLED_ULPS = 16
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
+    from nodes.models.raft_demo import build_demo_raft
     from nodes.models.wan_demo import build_demo_wan
 
-    ws_iter = active_workspace(tmp_path_factory.mktemp("void"), build_demo_wan)
+    ws_iter = active_workspace(tmp_path_factory.mktemp("void"), build_demo_wan, build_demo_raft)
     ws = next(ws_iter)
     for path, digest in FIXTURE["sha256"].items():
         assert hashlib.sha256((ws.models_dir / path).read_bytes()).hexdigest() == digest, f"{path}: re-record"
     yield ws
     next(ws_iter, None)
+
+
+def inpaint_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    """The recorder's seeded 11-frame video and binary mask video (scripts/record_comfyui_void.py)."""
+    gen = torch.Generator().manual_seed(19)
+    return torch.rand(11, 40, 56, 3, generator=gen), (torch.rand(11, 40, 56, generator=gen) > 0.6).float()
+
+
+def moving_video() -> torch.Tensor:
+    """The recorder's 5 frames of a seeded picture moving sideways."""
+    picture = torch.rand(264, 272, 3, generator=torch.Generator().manual_seed(17))
+    picture = (picture + torch.roll(picture, 9, dims=1)) / 2
+    return torch.stack([torch.roll(picture, 4 * i, dims=1) for i in range(5)])
 
 
 def test_lengths_are_cut_to_an_even_latent_frame_count() -> None:
@@ -51,9 +66,7 @@ def test_inpaint_conditioning_equals_comfyui(workspace, fixed_threads) -> None:
     rec = FIXTURE["inpaint"]
     (vae,) = asyncio.run(call_node("VAELoader", vae_name="wan_2.1_vae_tiny.safetensors"))
     text = [[torch.zeros(1, 5, 8), {"pooled_output": None}]]
-    pos, neg, latent = asyncio.run(
-        VOIDInpaintConditioning().execute(text, text, vae, tensor(rec["video"]), tensor(rec["quadmask"]), 48, 32, 11, 2)
-    )
+    pos, neg, latent = asyncio.run(VOIDInpaintConditioning().execute(text, text, vae, *inpaint_inputs(), 48, 32, 11, 2))
     for ours, theirs in ((pos, rec["positive"]), (neg, rec["negative"])):
         ((_, opts),) = ours
         (expected,) = theirs
@@ -92,3 +105,42 @@ def test_void_ddim_sampling_equals_comfyui(workspace, fixed_threads, case: str) 
         expected = tensor(rec["cases"][case][key])
         atol = max(ATOL, ulps_of_largest(expected, SAMPLED_ULPS))
         torch.testing.assert_close(ours["samples"], expected, atol=atol, rtol=0)
+
+
+def _warp_frames() -> torch.Tensor:
+    """The moving video as VOIDWarpedNoise takes it at 256x256: uint8 frames."""
+    from nodes.library.void import _frames_at
+
+    return (_frames_at(moving_video(), 256, 256).clamp(0, 1) * 255).to(torch.uint8)
+
+
+def test_raft_flows_equal_comfyuis(workspace) -> None:
+    """RAFT-large (12 updates, convex upsampling) on the frames the warp sees (halved, area), against torchvision's
+    RAFT as ComfyUI runs it; at the recording's 2 threads the flows are equal bit for bit, at 1 thread 3.3e-5 apart
+    at most (largest 0.3: RAFT's recurrent updates carry the sums' rounding)."""
+    import torch.nn.functional as F
+
+    from nodes.library.void import _read, raft_flow
+    from nodes.models.raft import load_raft
+
+    torch.set_num_threads(2)
+    raft = load_raft(_read(workspace.models_dir / RAFT_FILE))
+    pictures = F.interpolate(_warp_frames().permute(0, 3, 1, 2).float() / 255, size=(128, 128), mode="area")
+    expected = [tensor(f) for f in FIXTURE["warped_noise"]["flows"]]
+    assert len(expected) == len(pictures) - 1 == 4
+    for a, b, theirs in zip(pictures[:-1], pictures[1:], expected, strict=True):
+        torch.testing.assert_close(raft_flow(raft, a, b), theirs, atol=1e-4, rtol=0)
+
+
+def test_warped_noise_equals_comfyuis(workspace, monkeypatch, fixed_threads) -> None:
+    """OpticalFlowLoader + VOIDWarpedNoise, the warp fed the flows ComfyUI's RAFT gave (the warp rounds positions,
+    so flows a few ulps apart, as two CPUs' sums are, may move a pixel): its noise bit for bit, both copies."""
+    from nodes.library import void
+
+    flows = iter(tensor(f) for f in FIXTURE["warped_noise"]["flows"])
+    monkeypatch.setattr(void, "raft_flow", lambda raft, a, b: next(flows))
+    (flow,) = void.OpticalFlowLoader().execute(RAFT_FILE.split("/")[1])
+    (latent,) = void.VOIDWarpedNoise().execute(flow, moving_video(), 256, 256, 7, 2)
+    expected = tensor(FIXTURE["warped_noise"]["warped_noise"])
+    assert latent["samples"].shape == (2, 16, 2, 32, 32)
+    assert torch.equal(latent["samples"], expected.expand(2, -1, -1, -1, -1))
