@@ -1,5 +1,7 @@
 """Every shipped workflow runs end to end on the demo models and writes a PNG (or, for a video workflow, an
-MP4) with ComfyUI's metadata."""
+MP4) with ComfyUI's metadata. The API file of each is run; its UI file converts to the same prompt
+(test_ui_format_matches_api.py), so running it too would compute the same images again: one UI file runs, to
+show that a UI-format file is executed with its workflow stored beside the prompt."""
 
 from __future__ import annotations
 
@@ -14,7 +16,11 @@ from PIL import Image
 
 REPO = Path(__file__).resolve().parents[2]
 
-WORKFLOWS = sorted(p.name for p in (REPO / "workflows_json").glob("*.json"))
+UI_FILE_RUN = "controlnet.ui.json"
+WORKFLOWS = [
+    *sorted(p.name for p in (REPO / "workflows_json").glob("*.json") if not p.name.endswith(".ui.json")),
+    UI_FILE_RUN,
+]
 
 
 def _same(stored: dict, prompt: dict) -> bool:
@@ -48,6 +54,8 @@ def test_workflow_writes_png_with_prompt_metadata(demo_workspace, name):
                 assert unlabelled <= painters, f"{f.name}: a preview without the prompt"
                 continue
             assert _same(json.loads(im.text["prompt"]), prompt)
+            if workflow is not None:
+                assert json.loads(im.text["workflow"]) == workflow
             extrema = im.convert("L").getextrema()
         # a preview (temp folder) shows an intermediate as it is: a Canny map of the smooth example picture, or the
         # mask LoadImage gives a picture without alpha, is legitimately empty; what a workflow saves is not
