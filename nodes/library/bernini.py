@@ -18,8 +18,9 @@ import torch
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.dynamic_inputs import DynamicSection, autogrow_prefix, group
-from nodes.library.wan import encode_video, video_inputs
+from nodes.library.wan import encode_video
 from nodes.upscale import common_upscale
+from nodes.video_inputs import video_inputs
 
 MAX_REFERENCES = 8
 REFERENCE_IMAGES = autogrow_prefix(

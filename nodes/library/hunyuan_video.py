@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import torch
 
-from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.inputs import require_component
@@ -26,14 +25,11 @@ from nodes.ksampler import call_model_fn
 from nodes.library.wan import fit_frames, latent_frames
 from nodes.modelfns.hooks import encodings
 from nodes.models.hunyuan_video_text import I2V_TEMPLATE
+from nodes.video_inputs import batch_input, video_length, video_size
 
 LATENT_CHANNELS = 16
 DOWNSCALE = 8
 GUIDANCE_TYPES = ["v1 (concat)", "v2 (replace)", "custom"]
-
-
-def _size(default: int):
-    return ("INT", {"default": default, "min": 16, "max": MAX_RESOLUTION, "step": 16})
 
 
 class HunyuanImageToVideo:
@@ -50,10 +46,10 @@ class HunyuanImageToVideo:
             "required": {
                 "positive": ("CONDITIONING", {}),
                 "vae": ("VAE", {}),
-                "width": _size(848),
-                "height": _size(480),
-                "length": ("INT", {"default": 53, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                "width": video_size(848),
+                "height": video_size(480),
+                "length": video_length(53),
+                "batch_size": batch_input(),
                 "guidance_type": (GUIDANCE_TYPES, {}),
             },
             "optional": {"start_image": ("IMAGE", {})},

@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import torch
 
-from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.inputs import require_component, require_ref
 from nodes.ksampler import call_model_fn
 from nodes.library.wan import fit_frames, latent_frames
 from nodes.upscale import common_upscale
+from nodes.video_inputs import batch_input, video_inputs, video_length, video_size
 
 LATENT_CHANNELS = 32
 DOWNSCALE = 16
 VAE_ARCH = "hunyuan_video15"
 UPSCALE_METHODS = ("nearest-exact", "bilinear", "area", "bicubic", "bislerp")
-
-
-def _size(default: int):
-    return ("INT", {"default": default, "min": 16, "max": MAX_RESOLUTION, "step": 16})
 
 
 def empty_latent(batch_size: int, length: int, width: int, height: int) -> torch.Tensor:
@@ -47,10 +43,10 @@ class EmptyHunyuanVideo15Latent:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "width": _size(848),
-                "height": _size(480),
-                "length": ("INT", {"default": 25, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                "width": video_size(848),
+                "height": video_size(480),
+                "length": video_length(25),
+                "batch_size": batch_input(),
             }
         }
 
@@ -70,13 +66,7 @@ class HunyuanVideo15ImageToVideo:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "positive": ("CONDITIONING", {}),
-                "negative": ("CONDITIONING", {}),
-                "vae": ("VAE", {}),
-                "width": _size(848),
-                "height": _size(480),
-                "length": ("INT", {"default": 33, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                **video_inputs(848, 480, 33),
             },
             "optional": {"start_image": ("IMAGE", {}), "clip_vision_output": ("CLIP_VISION_OUTPUT", {})},
         }

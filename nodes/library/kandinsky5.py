@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import torch
 
-from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.inputs import require_component
 from nodes.ksampler import call_model_fn
 from nodes.library.wan import fit_frames, latent_frames
+from nodes.video_inputs import video_inputs
 
 LATENT_CHANNELS = 16
 DOWNSCALE = 8
-
-
-def _size(default: int):
-    return ("INT", {"default": default, "min": 16, "max": MAX_RESOLUTION, "step": 16})
 
 
 class Kandinsky5ImageToVideo:
@@ -44,13 +40,7 @@ class Kandinsky5ImageToVideo:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "positive": ("CONDITIONING", {}),
-                "negative": ("CONDITIONING", {}),
-                "vae": ("VAE", {}),
-                "width": _size(768),
-                "height": _size(512),
-                "length": ("INT", {"default": 121, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                **video_inputs(768, 512, 121),
             },
             "optional": {"start_image": ("IMAGE", {})},
         }

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.inputs import require_component
 from nodes.ksampler import call_model_fn
 from nodes.models.components import WAN21_LATENT, WAN22_LATENT
 from nodes.upscale import common_upscale
+from nodes.video_inputs import batch_input, video_inputs, video_length, video_size
 
 WAN21_VAE_ARCH = "qwen_image"  # the Wan 2.1 VAE (also Qwen-Image's) detects under this family
 WAN22_VAE_ARCH = "wan22_5b"
@@ -55,10 +55,6 @@ async def encode_video(vae, frames: torch.Tensor, arch: str = WAN21_VAE_ARCH) ->
     return out["latent"]
 
 
-def _video_size(name: str):
-    return ("INT", {"default": {"width": 832, "height": 480}[name], "min": 16, "max": MAX_RESOLUTION, "step": 16})
-
-
 class EmptyHunyuanLatentVideo:
     RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_hunyuan"
     FUNCTION = "execute"
@@ -70,10 +66,10 @@ class EmptyHunyuanLatentVideo:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "width": ("INT", {"default": 848, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
-                "height": ("INT", {"default": 480, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
-                "length": ("INT", {"default": 25, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                "width": video_size(848),
+                "height": video_size(480),
+                "length": video_length(25),
+                "batch_size": batch_input(),
             }
         }
 
@@ -211,10 +207,10 @@ class Wan22ImageToVideoLatent:
         return {
             "required": {
                 "vae": ("VAE", {}),
-                "width": ("INT", {"default": 1280, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
-                "height": ("INT", {"default": 704, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
-                "length": ("INT", {"default": 49, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                "width": video_size(1280, step=32),
+                "height": video_size(704, step=32),
+                "length": video_length(49),
+                "batch_size": batch_input(),
             },
             "optional": {"start_image": ("IMAGE", {})},
         }
@@ -233,18 +229,6 @@ class Wan22ImageToVideoLatent:
         # outside the image's frames the latent is the format's zero (its mean): empty once in model space
         latent = WAN22_LATENT.process_out(latent) * mask + latent * (1.0 - mask)
         return ({"samples": latent.repeat(batch_size, 1, 1, 1, 1), "noise_mask": mask.repeat(batch_size, 1, 1, 1, 1)},)
-
-
-def video_inputs() -> dict:
-    return {
-        "positive": ("CONDITIONING", {}),
-        "negative": ("CONDITIONING", {}),
-        "vae": ("VAE", {}),
-        "width": _video_size("width"),
-        "height": _video_size("height"),
-        "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-        "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
-    }
 
 
 async def _fun_concat(

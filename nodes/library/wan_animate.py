@@ -20,6 +20,7 @@ from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.library.wan import encode_video, latent_frames
 from nodes.upscale import common_upscale
+from nodes.video_inputs import video_inputs
 
 FACE_SIZE = 512  # the face encoder's input
 
@@ -59,16 +60,9 @@ class WanAnimateToVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        size = {"min": 16, "max": MAX_RESOLUTION, "step": 16}
         return {
             "required": {
-                "positive": ("CONDITIONING", {}),
-                "negative": ("CONDITIONING", {}),
-                "vae": ("VAE", {}),
-                "width": ("INT", {"default": 832, **size}),
-                "height": ("INT", {"default": 480, **size}),
-                "length": ("INT", {"default": 77, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                **video_inputs(length=77),
                 "continue_motion_max_frames": ("INT", {"default": 5, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
                 "video_frame_offset": (
                     "INT",

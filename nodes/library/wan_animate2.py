@@ -23,11 +23,12 @@ from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.inputs import require_model
-from nodes.library.wan import encode_video, grey_clip_from, latent_frames, video_inputs
+from nodes.library.wan import encode_video, grey_clip_from, latent_frames
 from nodes.modelfns.model_options import with_function
 from nodes.modelfns.network_patches import DIFFUSION_MODEL
 from nodes.models.wan_animate2 import POSE_CACHE_DTYPES, reading_pose_cache
 from nodes.upscale import common_upscale
+from nodes.video_inputs import video_inputs
 
 CATEGORY = "model/conditioning/wan/animate"
 CONTINUE_MOTION_FRAMES = 1  # upstream's: the previous segment's last frame anchors the next one

@@ -22,9 +22,9 @@ from nodes.library.wan import (
     encode_video,
     fit_frames,
     latent_frames,
-    video_inputs,
 )
 from nodes.models.components import WAN21_LATENT
+from nodes.video_inputs import video_inputs
 
 # preset -> (rotation about x, y, z in units of 60 degrees, translation in units of 1.5) at the last frame
 POSES = {

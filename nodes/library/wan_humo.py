@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.library.wan import encode_video, fit_frames, latent_frames
 from nodes.library.wan_s2v import features_at_rate
+from nodes.video_inputs import video_inputs
 
 WHISPER_FPS, HUMO_FPS = 50, 25
 SAMPLES_PER_FRAME_PAIR = 640  # 16 kHz samples per two Whisper frames
@@ -70,13 +70,7 @@ class WanHuMoImageToVideo:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "positive": ("CONDITIONING", {}),
-                "negative": ("CONDITIONING", {}),
-                "vae": ("VAE", {}),
-                "width": ("INT", {"default": 832, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
-                "height": ("INT", {"default": 480, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
-                "length": ("INT", {"default": 97, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                **video_inputs(length=97),
             },
             "optional": {"audio_encoder_output": ("AUDIO_ENCODER_OUTPUT", {}), "ref_image": ("IMAGE", {})},
         }

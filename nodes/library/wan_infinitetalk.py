@@ -17,7 +17,6 @@ from __future__ import annotations
 import torch
 
 from cluster.refs import ModelRef
-from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.dynamic_inputs import DYNAMIC_COMBO, DynamicSection
@@ -27,6 +26,7 @@ from nodes.library.wan import encode_video, fit_frames, grey_clip_from, latent_f
 from nodes.library.wan_s2v import AUDIO_FPS, features_at_rate
 from nodes.models.model_patch import WAN_MULTITALK
 from nodes.models.wan_multitalk import audio_windows
+from nodes.video_inputs import video_length, video_size
 
 VIDEO_FPS = 25  # InfiniteTalk's frame rate: the audio is read at 25 frames a second
 
@@ -90,7 +90,6 @@ class WanInfiniteTalkToVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        size = {"min": 16, "max": MAX_RESOLUTION, "step": 16}
         return {
             "required": DynamicSection(
                 {
@@ -100,9 +99,9 @@ class WanInfiniteTalkToVideo:
                     "positive": ("CONDITIONING", {}),
                     "negative": ("CONDITIONING", {}),
                     "vae": ("VAE", {}),
-                    "width": ("INT", {"default": 832, **size}),
-                    "height": ("INT", {"default": 480, **size}),
-                    "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                    "width": video_size(832),
+                    "height": video_size(480),
+                    "length": video_length(81),
                     "audio_encoder_output_1": ("AUDIO_ENCODER_OUTPUT", {}),
                     "motion_frame_count": (
                         "INT",

@@ -12,8 +12,9 @@ import torch
 
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
-from nodes.library.wan import encode_video, fit_frames, latent_frames, video_inputs
+from nodes.library.wan import encode_video, fit_frames, latent_frames
 from nodes.models.components import WAN21_LATENT
+from nodes.video_inputs import video_inputs
 
 
 class WanPhantomSubjectToVideo:

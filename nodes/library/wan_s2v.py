@@ -21,7 +21,6 @@ import numpy as np
 import torch
 
 from cluster.refs import ModelRef
-from nodes import MAX_RESOLUTION
 from nodes.arch import latent_format
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
@@ -29,6 +28,7 @@ from nodes.inputs import require_ref
 from nodes.ksampler import call_model_fn
 from nodes.library.wan import encode_video, fit_frames, latent_frames
 from nodes.loaders import make_ref, model_file, model_files
+from nodes.video_inputs import video_inputs, video_length
 
 COMPONENT = "audio_encoder"
 AUDIO_FPS = 50  # wav2vec 2.0's frames per second
@@ -195,14 +195,6 @@ async def sound_to_video(
     return positive, negative, {"samples": latent}
 
 
-def _size(default: int) -> tuple:
-    return ("INT", {"default": default, "min": 16, "max": MAX_RESOLUTION, "step": 16})
-
-
-def _length() -> tuple:
-    return ("INT", {"default": 77, "min": 1, "max": MAX_RESOLUTION, "step": 4})
-
-
 class WanSoundImageToVideo:
     RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_wan"
     FUNCTION = "execute"
@@ -215,13 +207,7 @@ class WanSoundImageToVideo:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "positive": ("CONDITIONING", {}),
-                "negative": ("CONDITIONING", {}),
-                "vae": ("VAE", {}),
-                "width": _size(832),
-                "height": _size(480),
-                "length": _length(),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                **video_inputs(length=77),
             },
             "optional": {
                 "audio_encoder_output": ("AUDIO_ENCODER_OUTPUT", {}),
@@ -275,7 +261,7 @@ class WanSoundImageToVideoExtend:
                 "positive": ("CONDITIONING", {}),
                 "negative": ("CONDITIONING", {}),
                 "vae": ("VAE", {}),
-                "length": _length(),
+                "length": video_length(77),
                 "video_latent": ("LATENT", {}),
             },
             "optional": {

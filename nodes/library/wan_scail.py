@@ -23,8 +23,9 @@ import torch.nn.functional as F
 from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
-from nodes.library.wan import encode_video, video_inputs
+from nodes.library.wan import encode_video
 from nodes.upscale import common_upscale
+from nodes.video_inputs import video_inputs
 
 CATEGORY = "model/conditioning/wan/scail"
 TRACK_DATA = "SAM3_TRACK_DATA"

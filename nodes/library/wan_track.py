@@ -16,12 +16,12 @@ import math
 
 import torch
 
-from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.library.wan import WanImageToVideo, encode_video, fit_frames, latent_frames
 from nodes.models.components import WAN21_LATENT
 from nodes.models.unet import resize_to_batch_size
+from nodes.video_inputs import batch_input, video_length, video_size
 
 TRACK_POINTS = 121  # ATI's tracks: 121 points (about 5 s at 24 fps), padded with invisible points
 VAE_FRAMES = 4  # pixel frames per latent frame after the first
@@ -115,17 +115,16 @@ class WanTrackToVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        size = {"min": 16, "max": MAX_RESOLUTION, "step": 16}
         return {
             "required": {
                 "positive": ("CONDITIONING", {}),
                 "negative": ("CONDITIONING", {}),
                 "vae": ("VAE", {}),
                 "tracks": ("STRING", {"default": "[]", "multiline": True}),
-                "width": ("INT", {"default": 832, **size}),
-                "height": ("INT", {"default": 480, **size}),
-                "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                "width": video_size(832),
+                "height": video_size(480),
+                "length": video_length(81),
+                "batch_size": batch_input(),
                 "temperature": ("FLOAT", {"default": 220.0, "min": 1.0, "max": 1000.0, "step": 0.1}),
                 "topk": ("INT", {"default": 2, "min": 1, "max": 10}),
                 "start_image": ("IMAGE", {}),

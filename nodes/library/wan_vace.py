@@ -13,8 +13,9 @@ from __future__ import annotations
 import torch
 
 from nodes.conditioning import require
-from nodes.library.wan import encode_video, fit_frames, latent_frames, video_inputs
+from nodes.library.wan import encode_video, fit_frames, latent_frames
 from nodes.models.components import WAN21_LATENT
+from nodes.video_inputs import video_inputs
 
 VAE_STRIDE = 8
 
