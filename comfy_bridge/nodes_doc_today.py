@@ -28,8 +28,9 @@ UTILITY = "a model-free utility node of today's ComfyUI not written yet"
 RULES: list[tuple[str, str]] = [
     (
         r"LTX",
-        "LTX-2's reference audio is not implemented (its image-, text-, audio- and first/last-frame-to-video "
-        "templates with guides, the latent upsampler and the prompt enhancer run, and LTX-Video 0.9's)",
+        "an LTX node of today's ComfyUI not written yet (LTX-2's image-, text-, audio-, first/last-frame-to-video and "
+        "ID-LoRA templates with guides, the reference audio, the latent upsampler and the prompt enhancer run, and "
+        "LTX-Video 0.9's)",
     ),
     (
         r"Audio|^(LoadVideo|SaveVideo|CreateVideo|GetVideoComponents|Video Slice|RecordAudio)$|Music|YuE2|SheetSage|"

@@ -148,6 +148,9 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["unprocessed_ltxav_embeds"] = True
         if opts.get("keyframe_idxs") is not None:  # LTXVAddGuide: the guide tokens' positions (LTX-2)
             tensors[f"{key}.keyframe_idxs"] = opts["keyframe_idxs"]
+        if opts.get("ref_audio") is not None:  # LTXVReferenceAudio: the ID-LoRA's reference voice tokens (LTX-2)
+            tensors[f"{key}.ref_audio"] = opts["ref_audio"]["tokens"]
+            entry["ref_audio"] = True
         for i, kf in enumerate(opts.get("minimax_keyframes") or ()):  # MiniMax H3 first/last frames
             if kf.get("latent") is None or kf.get("audio_latent") is not None:
                 raise ValueError(

@@ -361,6 +361,8 @@ class GuidedDenoiser:
                 _shape(self.inputs.get(f"{e['key']}.time_dim_replace")),  # Kandinsky 5: its start latent
                 e.get("guiding_frame_index"),  # HunyuanVideo v2 (replace): token replacement per pass
                 _shape(self.inputs.get(f"{e['key']}.ref_latent")),  # HunyuanVideo custom: its reference latent
+                # LTX-2's reference audio: entries with and without it (identity guidance's pass) never share a pass
+                _shape(self.inputs.get(f"{e['key']}.ref_audio")) if e.get("ref_audio") else None,
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
                 _animate2_key(self.inputs, e),  # Wan Animate 2: pose branch inputs and strengths
                 _scail_key(self.inputs, e),  # Wan SCAIL-2: identity masks and mode
@@ -589,6 +591,8 @@ class GuidedDenoiser:
         keyframes = stacked("keyframe_idxs")
         if keyframes is not None:  # LTXVAddGuide's guide tokens' positions (LTX-2)
             cond["keyframe_idxs"] = keyframes
+        if entries[0].get("ref_audio"):  # LTXVReferenceAudio's tokens: one row for the batch (ComfyUI's CONDConstant)
+            cond["ref_audio"] = self.inputs[f"{entries[0]['key']}.ref_audio"].to(device)
         guidance = entries[0].get("guidance")
         if guidance is not None:  # FluxGuidance; a guidance-distilled model applies its default otherwise
             cond["guidance"] = float(guidance)

@@ -182,6 +182,7 @@ class LTX2DiffusionModel(DiffusionModel):
             float(cond.get("frame_rate", 25.0)),
             cond.get("keyframe_idxs"),
             **({"unprocessed": True} if cond.get("unprocessed_ltxav_embeds") else {}),
+            **({"ref_audio": cond["ref_audio"]} if cond.get("ref_audio") is not None else {}),
         )
         return pack([v_out, a_out])
 
@@ -194,11 +195,13 @@ class LTX2DiffusionModel(DiffusionModel):
         context: torch.Tensor,
         frame_rate: float,
         keyframe_idxs: torch.Tensor | None = None,
+        ref_audio: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The network's raw (velocity) outputs for a video latent [B,128,F,H,W] and an audio latent
         [B,8,T,16] at timesteps in sigma units ([B], or one per video / audio token). `keyframe_idxs`
         (LTXVAddGuide's, pixel positions [B,3,K,2]) are the positions of the last K video tokens, the guide
-        frames appended to the latent (ComfyUI's LTXVModel._process_input)."""
+        frames appended to the latent (ComfyUI's LTXVModel._process_input). `ref_audio` (LTXVReferenceAudio's
+        tokens [1 or B, L, 128]) is run as the newest ComfyUI runs it (reference_forward)."""
         module: LTX2VideoTransformer3DModel = self.module
         b, c, frames, h, w = video.shape
         device, dtype = video.device, self.dtype
@@ -206,20 +209,70 @@ class LTX2DiffusionModel(DiffusionModel):
         half = context.shape[-1] // 2
         context = context.to(device, dtype)
         coords = video_coords(module.rope, video.shape, frame_rate, keyframe_idxs, device)
-        out, audio_out = module(
-            hidden_states=video.to(dtype).flatten(2).transpose(1, 2),
-            audio_hidden_states=audio.to(dtype).transpose(1, 2).flatten(2),
-            encoder_hidden_states=context[..., :half],
-            audio_encoder_hidden_states=context[..., half:],
-            timestep=t_video.to(device, torch.float32) * scale,
-            audio_timestep=t_audio.to(device, torch.float32) * scale,
-            video_coords=coords,
-            audio_coords=module.audio_rope.prepare_audio_coords(b, audio.shape[2], device),
-            return_dict=False,
-        )
+        if ref_audio is not None:
+            out, audio_out = reference_forward(
+                module, video, audio, t_video, t_audio, context, coords, ref_audio.to(device, dtype)
+            )
+        else:
+            out, audio_out = module(
+                hidden_states=video.to(dtype).flatten(2).transpose(1, 2),
+                audio_hidden_states=audio.to(dtype).transpose(1, 2).flatten(2),
+                encoder_hidden_states=context[..., :half],
+                audio_encoder_hidden_states=context[..., half:],
+                timestep=t_video.to(device, torch.float32) * scale,
+                audio_timestep=t_audio.to(device, torch.float32) * scale,
+                video_coords=coords,
+                audio_coords=module.audio_rope.prepare_audio_coords(b, audio.shape[2], device),
+                return_dict=False,
+            )
         v = out.transpose(1, 2).reshape(b, c, frames, h, w)
         a = audio_out.reshape(b, audio.shape[2], AUDIO_CHANNELS, AUDIO_BINS).transpose(1, 2)
         return v.float(), a.float()
+
+
+def reference_forward(
+    module: LTX2VideoTransformer3DModel,
+    video: torch.Tensor,
+    audio: torch.Tensor,
+    t_video: torch.Tensor,
+    t_audio: torch.Tensor,
+    context: torch.Tensor,
+    coords: torch.Tensor,
+    ref_audio: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """An LTX-2.0 step with LTXVReferenceAudio's tokens (the ID-LoRA's), as the newest ComfyUI runs it. diffusers'
+    forward cannot take them: its cross-modal gates follow each token's own timestep, ComfyUI's (newer than 0.10.0)
+    the other modality's largest, so the reference tokens at timestep 0 would be gated shut. The checkpoint's layers
+    run in ComfyUI's order instead (ltx25_transformer.run_network), after its caption projections, with ComfyUI's
+    q/k norm epsilon (1e-5; diffusers' is 1e-6). Returns diffusers' token outputs."""
+    from nodes.models import ltx25_transformer
+
+    b = video.shape[0]
+    dtype = context.dtype
+    half = context.shape[-1] // 2
+    v_ctx = module.caption_projection(context[..., :half])
+    a_ctx = module.audio_caption_projection(context[..., half:])
+    norms = [n for m in module.modules() if hasattr(m, "norm_q") for n in (m.norm_q, m.norm_k)]
+    saved = [m.eps for m in norms]
+    for m in norms:
+        m.eps = 1e-5
+    try:
+        return ltx25_transformer.run_network(
+            module,
+            video.to(dtype).flatten(2).transpose(1, 2),
+            audio.to(dtype).transpose(1, 2).flatten(2),
+            t_video.to(video.device, torch.float32),
+            t_audio.to(video.device, torch.float32),
+            (v_ctx, a_ctx),
+            coords,
+            module.audio_rope.prepare_audio_coords(b, audio.shape[2], video.device),
+            0,
+            ref_audio,
+            ltx25_transformer.block_forward,
+        )
+    finally:
+        for m, eps in zip(norms, saved, strict=True):
+            m.eps = eps
 
 
 def video_coords(

@@ -168,60 +168,73 @@ class LTX25Block(LTX2VideoTransformerBlock):
         temb: dict[str, torch.Tensor | None],
         pe: dict[str, Any],
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        b = vx.shape[0]
-        v_ada = self.get_mod_params(self.scale_shift_table, temb["video"], b)
-        a_ada = self.get_mod_params(self.audio_scale_shift_table, temb["audio"], b)
-        vx = vx + self.attn1(_adaln(vx, v_ada[1], v_ada[0]), query_rotary_emb=pe["video"]) * v_ada[2]
-        vx = vx + self._text_attention(vx, ctx[0], self.attn2, v_ada, "prompt_scale_shift_table", temb["prompt"])
-        run_audio = ax.shape[1] > 0
-        if run_audio:
-            ax = ax + self.audio_attn1(_adaln(ax, a_ada[1], a_ada[0]), query_rotary_emb=pe["audio"]) * a_ada[2]
-            ax = ax + self._text_attention(
-                ax, ctx[1], self.audio_attn2, a_ada, "audio_prompt_scale_shift_table", temb["audio_prompt"]
-            )
-            v_ca = self.get_mod_params(self.video_a2v_cross_attn_scale_shift_table[:4], temb["video_ca"], b)
-            a_ca = self.get_mod_params(self.audio_a2v_cross_attn_scale_shift_table[:4], temb["audio_ca"], b)
-            ax_norm = _rms(ax)
-            a2v = self.audio_to_video_attn(
-                _adaln(vx, v_ca[0], v_ca[1]),
-                encoder_hidden_states=ax_norm * (1 + a_ca[0]) + a_ca[1],
-                query_rotary_emb=pe["video_cross"],
-                key_rotary_emb=pe["audio_cross"],
-            )
-            v_gate = self.get_mod_params(self.video_a2v_cross_attn_scale_shift_table[4:], temb["a2v_gate"], b)[0]
-            vx = vx + a2v * v_gate
-            # ComfyUI normalises the video again after the audio-to-video update
-            v2a = self.video_to_audio_attn(
-                ax_norm * (1 + a_ca[2]) + a_ca[3],
-                encoder_hidden_states=_adaln(vx, v_ca[2], v_ca[3]),
-                query_rotary_emb=pe["audio_cross"],
-                key_rotary_emb=pe["video_cross"],
-            )
-            a_gate = self.get_mod_params(self.audio_a2v_cross_attn_scale_shift_table[4:], temb["v2a_gate"], b)[0]
-            ax = ax + v2a * a_gate
-        vx = vx + self.ff(_adaln(vx, v_ada[4], v_ada[3])) * v_ada[5]
-        if run_audio:
-            ax = ax + self.audio_ff(_adaln(ax, a_ada[4], a_ada[3])) * a_ada[5]
-        return vx, ax
+        return block_forward(self, vx, ax, ctx, temb, pe)
 
-    def _text_attention(
-        self,
-        x: torch.Tensor,
-        context: torch.Tensor,
-        attn: nn.Module,
-        ada: tuple[torch.Tensor, ...],
-        table: str,
-        prompt_temb: torch.Tensor | None,
-    ) -> torch.Tensor:
-        if not self.cross_attn_adaln:
-            return attn(_rms(x), encoder_hidden_states=context)
-        kv_table = getattr(self, table)[None, None].to(x)
-        if prompt_temb is None:  # a file without the prompt timestep embedder: the table alone
-            shift_kv, scale_kv = kv_table.unbind(dim=2)
-        else:
-            shift_kv, scale_kv = (kv_table + prompt_temb.reshape(x.shape[0], prompt_temb.shape[1], 2, -1)).unbind(2)
-        out = attn(_adaln(x, ada[7], ada[6]), encoder_hidden_states=context * (1 + scale_kv) + shift_kv)
-        return out * ada[8]
+
+def block_forward(
+    block: LTX2VideoTransformerBlock,
+    vx: torch.Tensor,
+    ax: torch.Tensor,
+    ctx: tuple[torch.Tensor, torch.Tensor],
+    temb: dict[str, torch.Tensor | None],
+    pe: dict[str, Any],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One diffusers audio-video block (LTX-2.0's too) in the order of ComfyUI's BasicAVTransformerBlock."""
+    b = vx.shape[0]
+    v_ada = block.get_mod_params(block.scale_shift_table, temb["video"], b)
+    a_ada = block.get_mod_params(block.audio_scale_shift_table, temb["audio"], b)
+    vx = vx + block.attn1(_adaln(vx, v_ada[1], v_ada[0]), query_rotary_emb=pe["video"]) * v_ada[2]
+    vx = vx + _text_attention(block, vx, ctx[0], block.attn2, v_ada, "prompt_scale_shift_table", temb["prompt"])
+    run_audio = ax.shape[1] > 0
+    if run_audio:
+        ax = ax + block.audio_attn1(_adaln(ax, a_ada[1], a_ada[0]), query_rotary_emb=pe["audio"]) * a_ada[2]
+        ax = ax + _text_attention(
+            block, ax, ctx[1], block.audio_attn2, a_ada, "audio_prompt_scale_shift_table", temb["audio_prompt"]
+        )
+        v_ca = block.get_mod_params(block.video_a2v_cross_attn_scale_shift_table[:4], temb["video_ca"], b)
+        a_ca = block.get_mod_params(block.audio_a2v_cross_attn_scale_shift_table[:4], temb["audio_ca"], b)
+        ax_norm = _rms(ax)
+        a2v = block.audio_to_video_attn(
+            _adaln(vx, v_ca[0], v_ca[1]),
+            encoder_hidden_states=ax_norm * (1 + a_ca[0]) + a_ca[1],
+            query_rotary_emb=pe["video_cross"],
+            key_rotary_emb=pe["audio_cross"],
+        )
+        v_gate = block.get_mod_params(block.video_a2v_cross_attn_scale_shift_table[4:], temb["a2v_gate"], b)[0]
+        vx = vx + a2v * v_gate
+        # ComfyUI normalises the video again after the audio-to-video update
+        v2a = block.video_to_audio_attn(
+            ax_norm * (1 + a_ca[2]) + a_ca[3],
+            encoder_hidden_states=_adaln(vx, v_ca[2], v_ca[3]),
+            query_rotary_emb=pe["audio_cross"],
+            key_rotary_emb=pe["video_cross"],
+        )
+        a_gate = block.get_mod_params(block.audio_a2v_cross_attn_scale_shift_table[4:], temb["v2a_gate"], b)[0]
+        ax = ax + v2a * a_gate
+    vx = vx + block.ff(_adaln(vx, v_ada[4], v_ada[3])) * v_ada[5]
+    if run_audio:
+        ax = ax + block.audio_ff(_adaln(ax, a_ada[4], a_ada[3])) * a_ada[5]
+    return vx, ax
+
+
+def _text_attention(
+    block: LTX2VideoTransformerBlock,
+    x: torch.Tensor,
+    context: torch.Tensor,
+    attn: nn.Module,
+    ada: tuple[torch.Tensor, ...],
+    table: str,
+    prompt_temb: torch.Tensor | None,
+) -> torch.Tensor:
+    if not block.cross_attn_adaln:
+        return attn(_rms(x), encoder_hidden_states=context)
+    kv_table = getattr(block, table)[None, None].to(x)
+    if prompt_temb is None:  # a file without the prompt timestep embedder: the table alone
+        shift_kv, scale_kv = kv_table.unbind(dim=2)
+    else:
+        shift_kv, scale_kv = (kv_table + prompt_temb.reshape(x.shape[0], prompt_temb.shape[1], 2, -1)).unbind(2)
+    out = attn(_adaln(x, ada[7], ada[6]), encoder_hidden_states=context * (1 + scale_kv) + shift_kv)
+    return out * ada[8]
 
 
 def _rms(x: torch.Tensor) -> torch.Tensor:
@@ -276,59 +289,108 @@ class LTX25Network(nn.Module):
         audio_coords: torch.Tensor,
         num_guide_tokens: int = 0,
         unprocessed: bool = True,
+        ref_audio: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Raw outputs for patchified video [B,Nv,128] and audio [B,Na,128] tokens at timesteps in sigma units
         ([B] or per token), the context [B,L,video+audio widths] (unprocessed: still to go through the connectors)
-        and diffusers' coordinates."""
-        net = self.network
-        b, nv, na = video.shape[0], video.shape[1], audio.shape[1]
-        dtype = video.dtype
-        scale = net.config.timestep_scale_multiplier
+        and diffusers' coordinates; `ref_audio` as run_network takes it."""
         if unprocessed:
             v_ctx, a_ctx = self.connect(context)
         else:
             v_ctx, a_ctx = context[..., : self.video_width], context[..., self.video_width :]
-        tv = _per_token(t_video, b, nv) * scale
-        ta = _per_token(t_audio, b, na) * scale
-        pe = {
-            "video": net.rope(video_coords, device=video.device),
-            "audio": net.audio_rope(audio_coords, device=audio.device),
-            "video_cross": net.cross_attn_rope(video_coords[:, 0:1, :], device=video.device),
-            "audio_cross": net.cross_attn_audio_rope(audio_coords[:, 0:1, :], device=audio.device),
-        }
-        vx = net.proj_in(video)
-        if net.config.use_keyframes_abs_pos_embedding:  # the tokens of the frame that starts at time 0
-            first = video_coords[:, 0, :, 0] == 0
-            if num_guide_tokens:
-                first[:, -num_guide_tokens:] = False
-            vx = vx + first.unsqueeze(-1).to(vx) * net.keyframes_abs_pos_embedding.to(vx)
-        ax = net.audio_proj_in(audio)
-
-        def embed(module: nn.Module, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            mod, emb = module(t.flatten(), batch_size=b, hidden_dtype=dtype)
-            return mod.view(b, -1, mod.shape[-1]), emb.view(b, -1, emb.shape[-1])
-
-        gate_factor = net.config.cross_attn_timestep_scale_multiplier / scale
-        temb = {
-            "video": embed(net.time_embed, tv)[0],
-            "audio": embed(net.audio_time_embed, ta)[0],
-            "video_ca": embed(net.av_cross_attn_video_scale_shift, tv)[0],
-            "audio_ca": embed(net.av_cross_attn_audio_scale_shift, ta)[0],
-            "a2v_gate": embed(net.av_cross_attn_video_a2v_gate, ta.max().expand_as(tv) * gate_factor)[0],
-            "v2a_gate": embed(net.av_cross_attn_audio_v2a_gate, tv.max().expand_as(ta) * gate_factor)[0],
-            "prompt": None,
-            "audio_prompt": None,
-        }
-        if hasattr(net, "prompt_adaln"):  # the prompt modulation follows each modality's largest timestep
-            temb["prompt"] = embed(net.prompt_adaln, tv.max(dim=1).values)[0]
-            temb["audio_prompt"] = embed(net.audio_prompt_adaln, ta.max(dim=1).values)[0]
-        for block in net.transformer_blocks:
-            vx, ax = block(vx, ax, (v_ctx, a_ctx), temb, pe)
-        v_emb = embed(net.time_embed, tv)[1]
-        a_emb = embed(net.audio_time_embed, ta)[1]
-        return _output(vx, v_emb, net.scale_shift_table, net.norm_out, net.proj_out), _output(
-            ax, a_emb, net.audio_scale_shift_table, net.audio_norm_out, net.audio_proj_out
+        return run_network(
+            self.network,
+            video,
+            audio,
+            t_video,
+            t_audio,
+            (v_ctx, a_ctx),
+            video_coords,
+            audio_coords,
+            num_guide_tokens,
+            ref_audio,
+            lambda block, *args: block(*args),
         )
+
+
+def reference_audio_coords(rope: nn.Module, batch: int, tokens: int, device: torch.device) -> torch.Tensor:
+    """The [B,1,L,2] times of L reference audio tokens placed just before the generated audio (ComfyUI's ID-LoRA
+    convention): the usual latent times shifted back by the last one's end plus one latent's duration."""
+    coords = rope.prepare_audio_coords(batch, tokens, device)
+    latent_seconds = rope.scale_factors[0] * rope.hop_length / rope.sampling_rate
+    return coords - (float(coords[0, 0, -1, 1]) + latent_seconds)
+
+
+def run_network(
+    net: LTX2VideoTransformer3DModel,
+    video: torch.Tensor,
+    audio: torch.Tensor,
+    t_video: torch.Tensor,
+    t_audio: torch.Tensor,
+    ctx: tuple[torch.Tensor, torch.Tensor],
+    video_coords: torch.Tensor,
+    audio_coords: torch.Tensor,
+    num_guide_tokens: int,
+    ref_audio: torch.Tensor | None,
+    run_block: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """diffusers' LTX-2 layers in the order of ComfyUI's LTXAVModel (timesteps embedded per token, the prompt
+    modulation from each modality's largest timestep, the cross-modal gates from the other modality's largest).
+    `ref_audio` (LTXVReferenceAudio's tokens [1 or B, L, 128]) goes before the audio tokens at timestep 0 and times
+    before 0, and its outputs are dropped."""
+    b, nv = video.shape[0], video.shape[1]
+    dtype = video.dtype
+    scale = net.config.timestep_scale_multiplier
+    tv = _per_token(t_video, b, nv) * scale
+    ta = _per_token(t_audio, b, audio.shape[1]) * scale
+    n_ref = 0
+    if ref_audio is not None:
+        ref = ref_audio.to(audio)
+        ref = ref.expand(b, -1, -1) if ref.shape[0] < b else ref
+        n_ref = ref.shape[1]
+        audio = torch.cat([ref, audio], dim=1)
+        ref_coords = reference_audio_coords(net.audio_rope, b, n_ref, audio.device).to(audio_coords)
+        audio_coords = torch.cat([ref_coords, audio_coords], dim=2)
+        ta = torch.cat([ta.new_zeros(b, n_ref), ta], dim=1)
+    pe = {
+        "video": net.rope(video_coords, device=video.device),
+        "audio": net.audio_rope(audio_coords, device=audio.device),
+        "video_cross": net.cross_attn_rope(video_coords[:, 0:1, :], device=video.device),
+        "audio_cross": net.cross_attn_audio_rope(audio_coords[:, 0:1, :], device=audio.device),
+    }
+    vx = net.proj_in(video)
+    if net.config.use_keyframes_abs_pos_embedding:  # the tokens of the frame that starts at time 0
+        first = video_coords[:, 0, :, 0] == 0
+        if num_guide_tokens:
+            first[:, -num_guide_tokens:] = False
+        vx = vx + first.unsqueeze(-1).to(vx) * net.keyframes_abs_pos_embedding.to(vx)
+    ax = net.audio_proj_in(audio)
+
+    def embed(module: nn.Module, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mod, emb = module(t.flatten(), batch_size=b, hidden_dtype=dtype)
+        return mod.view(b, -1, mod.shape[-1]), emb.view(b, -1, emb.shape[-1])
+
+    gate_factor = net.config.cross_attn_timestep_scale_multiplier / scale
+    temb = {
+        "video": embed(net.time_embed, tv)[0],
+        "audio": embed(net.audio_time_embed, ta)[0],
+        "video_ca": embed(net.av_cross_attn_video_scale_shift, tv)[0],
+        "audio_ca": embed(net.av_cross_attn_audio_scale_shift, ta)[0],
+        "a2v_gate": embed(net.av_cross_attn_video_a2v_gate, ta.max().expand_as(tv) * gate_factor)[0],
+        "v2a_gate": embed(net.av_cross_attn_audio_v2a_gate, tv.max().expand_as(ta) * gate_factor)[0],
+        "prompt": None,
+        "audio_prompt": None,
+    }
+    if hasattr(net, "prompt_adaln"):  # the prompt modulation follows each modality's largest timestep
+        temb["prompt"] = embed(net.prompt_adaln, tv.max(dim=1).values)[0]
+        temb["audio_prompt"] = embed(net.audio_prompt_adaln, ta.max(dim=1).values)[0]
+    for block in net.transformer_blocks:
+        vx, ax = run_block(block, vx, ax, ctx, temb, pe)
+    v_emb = embed(net.time_embed, tv)[1]
+    a_emb = embed(net.audio_time_embed, ta)[1]
+    return _output(vx, v_emb, net.scale_shift_table, net.norm_out, net.proj_out), _output(
+        ax[:, n_ref:], a_emb[:, n_ref:], net.audio_scale_shift_table, net.audio_norm_out, net.audio_proj_out
+    )
 
 
 def _output(x: torch.Tensor, emb: torch.Tensor, table: torch.Tensor, norm: nn.Module, proj: nn.Module) -> torch.Tensor:
@@ -379,6 +441,7 @@ class LTX25DiffusionModel(LTX2DiffusionModel):
         frame_rate: float,
         keyframe_idxs: torch.Tensor | None = None,
         unprocessed: bool = False,
+        ref_audio: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """As LTX2DiffusionModel.forward_av; `context` holds the video then the audio features (`unprocessed`:
         the LTX-2.5 text encoder's, still to go through the connectors)."""
@@ -403,6 +466,7 @@ class LTX25DiffusionModel(LTX2DiffusionModel):
             module.network.audio_rope.prepare_audio_coords(b, audio.shape[2], device),
             num_guide_tokens=0 if keyframe_idxs is None else keyframe_idxs.shape[2],
             unprocessed=unprocessed,
+            ref_audio=None if ref_audio is None else ref_audio.to(device, dtype),
         )
         v = out.transpose(1, 2).reshape(b, c, frames, h, w)
         a = audio_out.reshape(b, audio.shape[2], AUDIO_CHANNELS, AUDIO_BINS).transpose(1, 2)
