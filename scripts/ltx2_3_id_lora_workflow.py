@@ -1,7 +1,7 @@
 """Write workflows_json/ltx2_3_id_lora.ui.json and .json: the web UI's "LTX-2.3 ID-LoRA" template (video_ltx2_3_id_lora:
 a talking video whose voice is the reference clip's, LTXVReferenceAudio with the ID-LoRA) through
 scripts/ltx2_3_i2v_workflow.py's rules: its node graph unpacked, ltx2-tiny's files in place of the downloads (the
-ID-LoRA and the distilled LoRA both the tiny LTX-2 LoRA), the picture the workspace's example.png, the reference voice
+ID-LoRA the tiny LoRA in ID-LoRA's layout, the distilled LoRA the tiny LTX-2 LoRA), the picture the workspace's example.png, the reference voice
 its example.wav, the noise seeds fixed, Width / Height and the picture shrunk, Duration 1 s. As shipped otherwise:
 the ID-LoRA at 1 and the distilled LoRA at 0.5, LTXVReferenceAudio's identity guidance at 3, the two-pass schedule
 (ManualSigmas, euler, cfg 1) with the x2 latent upsampler between, VAE Decode (Tiled), the audio VAE from the

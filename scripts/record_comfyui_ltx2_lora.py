@@ -9,6 +9,12 @@ files were written (nodes.models.ltx2_demo.build_demo_ltx2):
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_ltx2_lora.py <models dir> /work/main/tests/models/fixtures/comfyui_ltx2_lora.json
 
+and, for the tiny LoRA in ID-LoRA's layout (the LTX-2.3 ID-LoRA template's), with its path as a third argument:
+
+    ... record_comfyui_ltx2_lora.py <models dir> .../comfyui_ltx2_id_lora.json.xz loras/ltx-2.3-id-lora-talkvid-3k_tiny.safetensors
+
+(an output named .json.xz is written xz-compressed, by scripts/comfyui_recording.write_json).
+
 The checkpoint is loaded as UNETLoader loads it (comfy.sd.load_diffusion_model), the LoRA applied as
 LoraLoaderModelOnly applies it (comfy.sd.load_lora_for_models at each strength), the patched weights loaded and one
 evaluation (model_base.LTXAV.apply_model) recorded per strength on seeded latents.
@@ -39,7 +45,7 @@ def sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def main(models: str, out: str) -> None:
+def main(models: str, out: str, lora_file: str = LORA) -> None:
     sys.argv = [sys.argv[0], "--cpu", "--use-pytorch-cross-attention"]
     import comfy.options
 
@@ -50,13 +56,13 @@ def main(models: str, out: str) -> None:
 
     torch.set_num_threads(1)
     patcher = comfy.sd.load_diffusion_model(f"{models}/{CHECKPOINT}")
-    lora = comfy.utils.load_torch_file(f"{models}/{LORA}", safe_load=True)
+    lora = comfy.utils.load_torch_file(f"{models}/{lora_file}", safe_load=True)
     gen = torch.Generator().manual_seed(7)
     video = torch.randn((1, *VIDEO), generator=gen)
     audio = torch.randn((1, 8, AUDIO_FRAMES, 16), generator=gen)
     context = torch.randn((1, TOKENS, 2 * patcher.model.diffusion_model.caption_channels), generator=gen)
     record = {
-        "sha256": {CHECKPOINT: sha256(f"{models}/{CHECKPOINT}"), LORA: sha256(f"{models}/{LORA}")},
+        "sha256": {CHECKPOINT: sha256(f"{models}/{CHECKPOINT}"), lora_file: sha256(f"{models}/{lora_file}")},
         "video": b64(video),
         "audio": b64(audio),
         "context": b64(context),
@@ -76,9 +82,14 @@ def main(models: str, out: str) -> None:
         record["cases"].append({"strength": strength, "denoised_video": b64(v_out), "denoised_audio": b64(a_out)})
         comfy.model_management.unload_all_models()
         print(strength, float(v_out.abs().mean()), float(a_out.abs().mean()))
+    if out.endswith(".json.xz"):
+        from comfyui_recording import write_json  # this script's folder, first on sys.path
+
+        write_json(out, record)
+        return
     with open(out, "w") as f:
         json.dump(record, f)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -253,6 +253,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^minimax_h3", r"^minimax_h3_(fl2v|ref2v)_turbo_.*_comfyui", "minimax_h3_lora_tiny.safetensors"),
     # LTX-2 / 2.3 (ltx2-tiny, nodes/models/ltx2_demo.py): the LoRAs first (their names also start with the
     # checkpoint's), then the checkpoint, its Gemma 3 text encoder and the latent upsampler
+    (r"^ltx-2", r"^ltx-2\.3-id-lora", "ltx-2.3-id-lora-talkvid-3k_tiny.safetensors"),  # ID-LoRA's own layout
     (r"^ltx-2", r"^ltx[-_]2.*lora", "ltx-2-19b-lora_tiny.safetensors"),
     (r"^ltx-2", r"^ltx2\.3-transition", "ltx-2-19b-lora_tiny.safetensors"),  # the style-transition template's LoRA
     (r"^ltx-2", r"^ltx2-squish", "ltx-2-19b-lora_tiny.safetensors"),  # the i2v LoRA template's effect LoRA

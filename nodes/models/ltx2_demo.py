@@ -13,7 +13,9 @@ side LTXAVTextEncoderLoader reads from it: `text_embedding_projection.aggregate_
 of every layer -> the caption width) and the video and audio embeddings connectors under
 `model.diffusion_model.{video,audio}_embeddings_connector.` (diffusers' LTX2ConnectorTransformer1d, renamed), and
 the audio VAE and vocoder LTXVAudioVAELoader reads from it (`audio_vae.*`, `vocoder.*`, their configs in the same
-metadata JSON). latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors is the latent upsampler.
+metadata JSON). latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors is the latent upsampler;
+loras/ltx-2-19b-lora_tiny.safetensors a LoRA in ComfyUI's layout and loras/ltx-2.3-id-lora-talkvid-3k_tiny.safetensors
+one in ID-LoRA's (the LTX-2.3 ID-LoRA template's).
 bfloat16 like the released files. Same seed -> byte-identical files."""
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ FILES = {
 }
 UPSAMPLER_FILE = "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"
 LORA_FILE = "loras/ltx-2-19b-lora_tiny.safetensors"
+# The LTX-2.3 ID-LoRA template's LoRA (ltx-2.3-id-lora-talkvid-3k): ID-LoRA's trainer saves PEFT's lora_A / lora_B
+# (no alpha) under `diffusion_model.` for the audio attentions, the audio feed-forward and both cross-modal attentions
+# of every block (its training config's target_modules); the tiny file has that layout on both tiny blocks.
+ID_LORA_FILE = "loras/ltx-2.3-id-lora-talkvid-3k_tiny.safetensors"
+ID_LORA_MODULES = [
+    f"{attn}.{proj}"
+    for attn in ("audio_attn1", "audio_attn2", "audio_to_video_attn", "video_to_audio_attn")
+    for proj in ("to_k", "to_q", "to_v", "to_out.0")
+] + ["audio_ff.net.0.proj", "audio_ff.net.2"]
 # The layers the tiny LoRA changes (the checkpoint's names, ComfyUI's LoRA key layout under `diffusion_model.`):
 # video and audio self-attention, cross-attention, a feed-forward and the audio-to-video attention of both blocks.
 LORA_LAYERS = [
@@ -440,6 +451,18 @@ def tiny_lora_state_dict(seed: int = SEED, rank: int = 4) -> dict[str, torch.Ten
     return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
 
+def tiny_id_lora_state_dict(seed: int = SEED, rank: int = 4) -> dict[str, torch.Tensor]:
+    """A rank-4 LoRA in ID-LoRA's layout (ID_LORA_MODULES of both blocks, lora_A / lora_B, no alpha), bfloat16."""
+    shapes = {k: v.shape for k, v in tiny_ltx2_state_dict(seed).items()}
+    gen = torch.Generator().manual_seed(seed + 5)
+    sd = {}
+    for layer in (f"transformer_blocks.{i}.{m}" for i in range(NUM_LAYERS) for m in ID_LORA_MODULES):
+        out_features, in_features = shapes[f"{PREFIX}{layer}.weight"]
+        sd[f"diffusion_model.{layer}.lora_A.weight"] = torch.randn(rank, in_features, generator=gen) / in_features**0.5
+        sd[f"diffusion_model.{layer}.lora_B.weight"] = torch.randn(out_features, rank, generator=gen) / rank
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
+
+
 def build_demo_ltx2(models_dir: Path, seed: int = SEED) -> list[Path]:
     """Write ltx2-tiny under a ComfyUI models folder; returns the paths written."""
     written = []
@@ -455,4 +478,8 @@ def build_demo_ltx2(models_dir: Path, seed: int = SEED) -> list[Path]:
     sd = tiny_lora_state_dict(seed)
     write_atomic(lora, lambda tmp: save_file(sd, tmp))
     written.append(lora)
+    id_lora = Path(models_dir) / ID_LORA_FILE
+    id_sd = tiny_id_lora_state_dict(seed)
+    write_atomic(id_lora, lambda tmp: save_file(id_sd, tmp))
+    written.append(id_lora)
     return written

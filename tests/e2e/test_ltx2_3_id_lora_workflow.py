@@ -1,12 +1,12 @@
 """The web UI's LTX-2.3 ID-LoRA template (workflows_json/ltx2_3_id_lora.json, written by
-scripts/ltx2_3_id_lora_workflow.py: ltx2-tiny's files, example.png as the picture and example.wav as the reference
-voice, fixed seeds, 128x128 and 1 s at 25 fps) from a fresh, empty workspace: the ID-LoRA over the distilled LoRA,
-LTXVReferenceAudio (the voice's tokens on both conditionings, identity guidance at 3) before the first pass, the x2
-latent upsampler and the second pass, VAE Decode (Tiled) and the audio VAE into CreateVideo and SaveVideo. The frames
-(a SaveImage beside the template's SaveVideo), the MP4's frames and its audio are the same with the default executors
-and with `--executors 0`, so the reference tokens and the extra guidance pass reach the transformer alike in both.
-The transformer with the tokens is checked against the newest ComfyUI's code in
-tests/models/test_ltxv_reference_audio.py, the node in tests/nodes/test_ltxv_reference_audio.py."""
+scripts/ltx2_3_id_lora_workflow.py: ltx2-tiny's files, the ID-LoRA the tiny LoRA in ID-LoRA's layout, example.png as
+the picture and example.wav as the reference voice, fixed seeds, 128x128 and 1 s at 25 fps) from a fresh, empty
+workspace: the ID-LoRA over the distilled LoRA, LTXVReferenceAudio (the voice's tokens on both conditionings, identity
+guidance at 3) before the first pass, the x2 latent upsampler and the second pass, VAE Decode (Tiled) and the audio VAE
+into CreateVideo and SaveVideo. The frames (a SaveImage beside the template's SaveVideo), the MP4's frames and its
+audio are the same with the default executors and with `--executors 0`, so the reference tokens and the extra guidance
+pass reach the transformer alike in both. The transformer with the tokens is checked against the newest ComfyUI's code
+in tests/models/test_ltxv_reference_audio.py, the node in tests/nodes/test_ltxv_reference_audio.py."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def test_shipped_ui_workflow_is_the_templates_graph() -> None:
     (node,) = [n for n in ui["nodes"] if n["type"] == "LTXVReferenceAudio"]
     assert node["widgets_values"][0] == 3
     assert [n["widgets_values"][0] for n in ui["nodes"] if n["type"] == "LoadAudio"] == ["example.wav"]
+    loras = sorted(n["widgets_values"][0] for n in ui["nodes"] if n["type"] == "LoraLoaderModelOnly")
+    assert loras == ["ltx-2-19b-lora_tiny.safetensors", "ltx-2.3-id-lora-talkvid-3k_tiny.safetensors"]
 
 
 def test_template_renders_the_same_in_both_executor_modes(tmp_path) -> None:

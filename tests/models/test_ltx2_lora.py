@@ -19,7 +19,7 @@ from nodes.models import loader
 from nodes.models.errors import ModelLoadError
 from nodes.models.ltx2 import pack, unpack
 from nodes.sampling.model_sampling import model_sampling_from_config
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import load_json, tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx2_lora.json").read_text())
 ATOL = 1e-5
@@ -56,6 +56,28 @@ def test_lora_step_equals_comfyuis(base, index):
     torch.testing.assert_close(audio, tensor(case["denoised_audio"]), atol=ATOL, rtol=0)
     plain_video, _ = _denoise(loader.load_diffusion_model(base))
     assert (plain_video - video).abs().max() > 1e-3  # the LoRA changed the step
+
+
+ID_LORA = load_json(Path(__file__).parent / "fixtures" / "comfyui_ltx2_id_lora.json.xz")
+
+
+@pytest.mark.parametrize("index", range(len(ID_LORA["cases"])))
+def test_id_lora_layout_step_equals_comfyuis(base, demo_workspace, index):
+    """The tiny LoRA in ID-LoRA's layout (PEFT's lora_A / lora_B without alpha on the audio attentions, the audio
+    feed-forward and both cross-modal attentions; the LTX-2.3 ID-LoRA template's) gives 0.10.0's step too (recorded
+    by scripts/record_comfyui_ltx2_lora.py with that file; the same seeded inputs as the other LoRA's)."""
+    torch.set_num_threads(1)
+    assert ID_LORA["video"] == FIXTURE["video"] and ID_LORA["context"] == FIXTURE["context"]  # the same inputs
+    for name, digest in ID_LORA["sha256"].items():
+        assert hashlib.sha256((demo_workspace.models_dir / name).read_bytes()).hexdigest() == digest, name
+    case = ID_LORA["cases"][index]
+    name = "ltx-2.3-id-lora-talkvid-3k_tiny.safetensors"
+    (patched,) = LoraLoaderModelOnly().load_lora_model_only(base, name, case["strength"])
+    video, audio = _denoise(loader.load_diffusion_model(patched))
+    torch.testing.assert_close(video, tensor(case["denoised_video"]), atol=ATOL, rtol=0)
+    torch.testing.assert_close(audio, tensor(case["denoised_audio"]), atol=ATOL, rtol=0)
+    _, plain_audio = _denoise(loader.load_diffusion_model(base))
+    assert (plain_audio - audio).abs().max() > 1e-3  # the LoRA changed the step
 
 
 def test_a_lora_for_another_model_is_refused(base, demo_workspace):

@@ -91,6 +91,9 @@ def test_ltx2_files_and_titled_sizes_are_substituted(registry, tmp_path):
     assert templates_render.demo_file("ltx-2-19b-distilled-lora-384.safetensors", ["ltx-2-19b-dev.safetensors"]) == (
         "ltx-2-19b-lora_tiny.safetensors"
     )
+    assert templates_render.demo_file("ltx-2.3-id-lora-talkvid-3k.safetensors", asked) == (  # ID-LoRA's own layout
+        "ltx-2.3-id-lora-talkvid-3k_tiny.safetensors"
+    )
     assert (
         templates_render.demo_file("gemma_3_12B_it_fp4_mixed.safetensors", asked) == "gemma_3_12B_it_tiny.safetensors"
     )
