@@ -303,6 +303,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^kandinsky5lite_t2i", "kandinsky5lite_t2i_tiny.safetensors"),
     # SAM 3 / 3.1 (nodes/models/sam3_demo.py): one checkpoint with the detector, the tracker and its CLIP
     (None, r"^sam3(\.1)?[._]", "sam3.1_multiplex_fp16_tiny.safetensors"),
+    # RAFT-large (OpticalFlowLoader; VOID's warped noise): a seeded stand-in at full size (nodes/models/raft_demo.py)
+    (None, r"^raft_large", "raft_large_C_T_SKHT_V2-ff5fadd5.safetensors"),
     (None, r"^hunyuan_video_vae", "hunyuan_video_vae_tiny.safetensors"),
     (r"^kandinsky5lite_(t2v|i2v|t2i)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
     (r"^kandinsky5lite_(t2v|i2v|t2i)", r"^clip_l\.", "hidream_tiny_clip_l.safetensors"),

@@ -212,7 +212,6 @@ class OpticalFlowLoader:
     CATEGORY = "loaders"
     DESCRIPTION = "Loads an optical flow model from the optical_flow folder: torchvision's RAFT-large checkpoint."
     RETURN_TYPES = (OPTICAL_FLOW,)
-    MODEL_FILE_INPUTS = {"model_name": ("optical_flow", "optical_flow")}
 
     @classmethod
     def INPUT_TYPES(cls):
