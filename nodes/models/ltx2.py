@@ -243,8 +243,8 @@ def reference_forward(
     """An LTX-2.0 step with LTXVReferenceAudio's tokens (the ID-LoRA's), as the newest ComfyUI runs it. diffusers'
     forward cannot take them: its cross-modal gates follow each token's own timestep, ComfyUI's (newer than 0.10.0)
     the other modality's largest, so the reference tokens at timestep 0 would be gated shut. The checkpoint's layers
-    run in ComfyUI's order instead (ltx25_transformer.run_network), after its caption projections, with ComfyUI's
-    q/k norm epsilon (1e-5; diffusers' is 1e-6). Returns diffusers' token outputs."""
+    run in ComfyUI's order instead (ltx25_transformer.run_network), after its caption projections. Returns diffusers'
+    token outputs."""
     from nodes.models import ltx25_transformer
 
     b = video.shape[0]
@@ -252,27 +252,19 @@ def reference_forward(
     half = context.shape[-1] // 2
     v_ctx = module.caption_projection(context[..., :half])
     a_ctx = module.audio_caption_projection(context[..., half:])
-    norms = [n for m in module.modules() if hasattr(m, "norm_q") for n in (m.norm_q, m.norm_k)]
-    saved = [m.eps for m in norms]
-    for m in norms:
-        m.eps = 1e-5
-    try:
-        return ltx25_transformer.run_network(
-            module,
-            video.to(dtype).flatten(2).transpose(1, 2),
-            audio.to(dtype).transpose(1, 2).flatten(2),
-            t_video.to(video.device, torch.float32),
-            t_audio.to(video.device, torch.float32),
-            (v_ctx, a_ctx),
-            coords,
-            module.audio_rope.prepare_audio_coords(b, audio.shape[2], video.device),
-            0,
-            ref_audio,
-            ltx25_transformer.block_forward,
-        )
-    finally:
-        for m, eps in zip(norms, saved, strict=True):
-            m.eps = eps
+    return ltx25_transformer.run_network(
+        module,
+        video.to(dtype).flatten(2).transpose(1, 2),
+        audio.to(dtype).transpose(1, 2).flatten(2),
+        t_video.to(video.device, torch.float32),
+        t_audio.to(video.device, torch.float32),
+        (v_ctx, a_ctx),
+        coords,
+        module.audio_rope.prepare_audio_coords(b, audio.shape[2], video.device),
+        0,
+        ref_audio,
+        ltx25_transformer.block_forward,
+    )
 
 
 def video_coords(
@@ -327,6 +319,9 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     if ref.patches:
         converted, _ = merge_loras(ref.patches, lora_targets(sd), converted)
     module = build_module(lambda: LTX2VideoTransformer3DModel(**kwargs), converted, path, "LTX-2 transformer")
+    for m in module.modules():  # ComfyUI's q/k norms: eps 1e-5 (diffusers builds them with 1e-6)
+        if hasattr(m, "norm_q") and hasattr(m, "norm_k"):
+            m.norm_q.eps = m.norm_k.eps = 1e-5
     return LTX2DiffusionModel(
         arch="ltx2",
         module=module,
