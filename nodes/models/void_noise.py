@@ -56,9 +56,10 @@ def _regaussianize(noise: torch.Tensor, gen: torch.Generator) -> tuple[torch.Ten
     # one value per pixel: a plain unique over the values groups them as a row-wise one would, much faster
     _, group, count = torch.unique(noise[0].reshape(-1), return_inverse=True, return_counts=True)
     fresh = torch.randn(noise.shape, dtype=noise.dtype, generator=gen)
-    sums = torch.zeros(int(group.max()) + 1, c, dtype=noise.dtype)
-    sums.index_add_(0, group, fresh.reshape(c, -1).t())
-    means = (sums / count[:, None].to(noise.dtype))[group].t().reshape(c, h, w)
+    # per group sums in pixel order, channels kept contiguous (the same additions in the same order as per row)
+    sums = torch.zeros(c, int(group.max()) + 1, dtype=noise.dtype)
+    sums.index_add_(1, group, fresh.reshape(c, -1))
+    means = (sums / count.to(noise.dtype)).index_select(1, group).reshape(c, h, w)
     copies = count.to(noise.dtype)[group].reshape(1, h, w)
     return noise / copies**0.5 + (fresh - means), copies
 
