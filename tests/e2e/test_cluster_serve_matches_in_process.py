@@ -1,5 +1,6 @@
 """`comfy-cluster serve --executors 2` runs every shipped workflow through two executor processes, and
-the images are bit-identical to the in-process run (ModelFns on one torch thread in both)."""
+the images are bit-identical to the in-process run (ModelFns on one torch thread in both); the in-process run's
+files carry the prompt in ComfyUI's metadata and what it saves is not flat (test_workflows_run.py's check)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import av
 import numpy as np
 import pytest
 from PIL import Image
+
+from tests.e2e.test_workflows_run import assert_outputs_carry_the_prompt
 
 REPO = Path(__file__).resolve().parents[2]
 # (pixeldit_t2i and wan_animate2 differed until their networks were made batch-invariant: PixelDiT's one-row
@@ -81,11 +84,9 @@ def test_two_executors_give_the_in_process_images(cluster_server, demo_workspace
 
     prompt = json.loads(workflow.read_text())
     remote = _run_on_server(cluster_server, prompt)
-    local = [
-        frame
-        for f in asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))
-        for frame in _decoded(str(f), f.name)
-    ]
+    files = asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))
+    assert_outputs_carry_the_prompt(files, prompt, None, demo_workspace.temp_dir)
+    local = [frame for f in files for frame in _decoded(str(f), f.name)]
     assert len(remote) == len(local) > 0
     # a workflow with several outputs (the Wan Animate 2 template's two videos) lists them in another order in
     # the server's history than in-process: compare the frames in one order
