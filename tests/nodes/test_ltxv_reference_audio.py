@@ -108,3 +108,32 @@ def test_identity_guidance_is_cond_plus_scaled_difference_to_no_reference(worksp
         torch.testing.assert_close(guided, with_ref, atol=0, rtol=0)
     else:
         torch.testing.assert_close(guided, with_ref + (with_ref - without) * scale, atol=1e-5, rtol=0)
+
+
+def test_interface_is_todays_comfyuis():
+    """Inputs, their order, defaults and ranges, and outputs as ComfyUI's newest nodes_lt.py declares them
+    (LTXVReferenceAudio's schema at b2f605a6; no ComfyUI that runs here has the node)."""
+    from nodes.library.ltxv_reference_audio import LTXVReferenceAudio
+
+    required = LTXVReferenceAudio.INPUT_TYPES()["required"]
+    assert list(required) == [
+        "model",
+        "positive",
+        "negative",
+        "reference_audio",
+        "audio_vae",
+        "identity_guidance_scale",
+        "start_percent",
+        "end_percent",
+    ]
+    assert [required[k][0] for k in required] == ["MODEL", "CONDITIONING", "CONDITIONING", "AUDIO", "VAE"] + [
+        "FLOAT"
+    ] * 3
+    ranges = {k: {f: required[k][1][f] for f in ("default", "min", "max", "step")} for k in list(required)[5:]}
+    assert ranges == {
+        "identity_guidance_scale": {"default": 3.0, "min": 0.0, "max": 100.0, "step": 0.01},
+        "start_percent": {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.001},
+        "end_percent": {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.001},
+    }
+    assert LTXVReferenceAudio.RETURN_TYPES == ("MODEL", "CONDITIONING", "CONDITIONING")
+    assert LTXVReferenceAudio.CATEGORY == "model/conditioning/ltxv"
