@@ -305,6 +305,10 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^sam3(\.1)?[._]", "sam3.1_multiplex_fp16_tiny.safetensors"),
     # RAFT-large (OpticalFlowLoader; VOID's warped noise): a seeded stand-in at full size (nodes/models/raft_demo.py)
     (None, r"^raft_large", "raft_large_C_T_SKHT_V2-ff5fadd5.safetensors"),
+    # FILM (FrameInterpolationModelLoader): a seeded stand-in at full size (nodes/models/frame_interpolation_demo.py);
+    # RIFE 4.2x files get the tiny RIFE, whose widths the loader reads from its shapes
+    (None, r"^film_net", "film_net_fp16.safetensors"),
+    (None, r"^rife", "rife_v4.26_tiny.safetensors"),
     (None, r"^hunyuan_video_vae", "hunyuan_video_vae_tiny.safetensors"),
     (r"^kandinsky5lite_(t2v|i2v|t2i)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
     (r"^kandinsky5lite_(t2v|i2v|t2i)", r"^clip_l\.", "hidream_tiny_clip_l.safetensors"),

@@ -9,6 +9,7 @@ from nodes.modelfns import (  # noqa: F401
     denoise,
     depth_anything3,
     discriminator,
+    frame_interpolation,
     hunyuan_video15_upsample,
     latent_upscale_model,
     ltx2_audio,

@@ -417,6 +417,11 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_raft = getattr(_optional("nodes.models.raft_demo"), "build_demo_raft", None)
         if build_raft is not None:  # RAFT-large's full layout, seeded (VOID's warped noise)
             written += build_raft(models_dir)
+        build_finterp = getattr(
+            _optional("nodes.models.frame_interpolation_demo"), "build_demo_frame_interpolation", None
+        )
+        if build_finterp is not None:  # FILM at full size (the frame interpolation template's) and a tiny RIFE
+            written += build_finterp(models_dir)
         build_hydit = getattr(_optional("nodes.models.hunyuan_dit_demo"), "build_demo_hunyuan_dit", None)
         if build_hydit is not None:  # HunyuanDiT's all-in-one checkpoint (sd1-tiny's VAE in it) and a BERT vocabulary
             written += build_hydit(models_dir)
