@@ -110,6 +110,9 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
             0.9274757570805041,
         ),
     ),
+    # the newest ComfyUI's latent_formats.CogVideoX1_5 (the 5B class, VOID's); a model below 48 heads takes the 2B
+    # format (1.15258426) from its own DiffusionModel (nodes/models/cogvideox.py)
+    "cogvideox": LatentFormat(16, 0.7),
     "kandinsky5_image": FLUX_LATENT,  # ComfyUI 0.10.0's supported_models.Kandinsky5Image: latent format Flux
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
     "svd": SD1_LATENT,  # ComfyUI 0.3.64's supported_models.SVD_img2vid: latent format SD15
@@ -197,6 +200,15 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "hunyuan_video": {"kind": "flow", "shift": 7.0, "multiplier": 1000},
     # ComfyUI 0.3.64's supported_models.GenmoMochi: FLOW at shift 6, multiplier 1 (the timestep is sigma)
     "mochi": {"kind": "flow", "shift": 6.0, "multiplier": 1.0},
+    # the newest ComfyUI's supported_models.CogVideoX_T2V: V_PREDICTION_DDPM on linear betas 0.00085..0.012 rescaled
+    # to zero terminal SNR
+    "cogvideox": {
+        "kind": "discrete",
+        "prediction": "v_ddpm",
+        "linear_start": 0.00085,
+        "linear_end": 0.012,
+        "zsnr": True,
+    },
     "kandinsky5_image": {"kind": "flow", "shift": 3.0, "multiplier": 1000},  # supported_models.Kandinsky5Image
     # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
     "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
@@ -230,6 +242,7 @@ VIDEO_ARCHS = frozenset(
         "hunyuan_video15",
         "hunyuan_video",
         "mochi",
+        "cogvideox",
     }
 )
 

@@ -184,6 +184,7 @@ CLIP_TYPES = [
     "mage",
     "moss_image",
     "pixeldit",
+    "cogvideox",
 ]
 DUAL_CLIP_TYPES = [
     "sdxl",
@@ -212,6 +213,7 @@ _CLIP_TYPE_ARCH = {
     "hidream": "hidream",
     "stable_cascade": "stable_cascade_c",
     "mochi": "mochi",  # T5-XXL for Mochi 1 preview (nodes.models.mochi_text)
+    "cogvideox": "cogvideox",  # T5-XXL for CogVideoX / VOID (nodes.models.cogvideox_text)
     "ltxv": "ltxv",  # T5-XXL for LTX-Video 0.9 (nodes.models.ltxv_text); LTX-2.5's Gemma 4 is told apart above
     "hunyuan_image": "hunyuan_image",  # Qwen2.5-VL with Hunyuan Image 2.1's template (nodes.models.hunyuan_image_text)
     "hunyuan_video": "hunyuan_video",  # llava-llama3 + CLIP-L for HunyuanVideo 1.0 (nodes.models.hunyuan_video_text)

@@ -411,6 +411,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_mochi = getattr(_optional("nodes.models.mochi_demo"), "build_demo_mochi", None)
         if build_mochi is not None:  # Genmo Mochi 1 preview's DiT and VAE decoder
             written += build_mochi(models_dir)
+        build_cogvideox = getattr(_optional("nodes.models.cogvideox_demo"), "build_demo_cogvideox", None)
+        if build_cogvideox is not None:  # CogVideoX: VOID's two transformers (48 input channels) and the VAE
+            written += build_cogvideox(models_dir)
         build_hv = getattr(_optional("nodes.models.hunyuan_video_demo"), "build_demo_hunyuan_video", None)
         if build_hv is not None:  # HunyuanVideo 1.0's DiTs (text and image to video) and llava-llama3
             written += build_hv(models_dir)

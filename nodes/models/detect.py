@@ -298,6 +298,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if all(k in shapes for k in SAM3_MARKERS):  # SAM 3 / 3.1 (nodes/models/sam3.py): detector, tracker and its CLIP
         arch = "sam31" if SAM31_MARKER in shapes else "sam3"
         return info(arch, "checkpoint", {"diffusion_model", "text_encoder"}, "comfy")
+    if all(k in shapes for k in ("decoder.conv_in.conv.weight", "decoder.mid_block.resnets.0.norm1.norm_layer.weight")):
+        return info("cogvideox", "vae", {"vae"}, "diffusers")  # the newest ComfyUI's comfy/sd.py rule: CogVideoX's VAE
     if any(k in shapes for k in MOCHI_VAE_MARKERS):  # ComfyUI 0.3.64's comfy/sd.py rule for Genmo Mochi's VAE
         return info("mochi", "vae", {"vae"}, "genmo")
     seedvr2 = seedvr2_part(shapes)  # before the VAE rules, which its VAE's encoder.conv_in would meet
@@ -417,6 +419,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("hunyuan_video15", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
     if prefix is not None and is_hunyuan_image_dit(shapes, prefix):  # ComfyUI 0.3.64's HunyuanVideo-family rule
         return info("hunyuan_image", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
+    cogvideox = _prefix_with(shapes, "blocks.0.norm1.linear.weight")  # the newest ComfyUI's CogVideoX rule
+    if cogvideox is not None and cogvideox + "patch_embed.text_proj.weight" in shapes:
+        return info("cogvideox", "diffusion_model", {"diffusion_model"}, "comfy", cogvideox)
     mochi = _prefix_with(shapes, "t5_yproj.weight")  # ComfyUI 0.3.64's model_detection: Genmo Mochi preview
     if mochi is not None and mochi + "x_embedder.proj.weight" in shapes:
         return info("mochi", "diffusion_model", {"diffusion_model"}, "genmo", mochi)

@@ -71,6 +71,7 @@ DIT_ARCHS = (
     "hunyuan_video15",
     "hunyuan_video",
     "mochi",
+    "cogvideox",
     "kandinsky5",
     "kandinsky5_image",
     "hunyuan_dit",
@@ -133,6 +134,7 @@ _ARCH_MODULES = {
     "ltx2": ("nodes.models.ltx2", "nodes.models.ltx2_vae", "nodes.models.ltx2_text"),
     "ltxv": ("nodes.models.ltxv", "nodes.models.ltxv_text"),
     "mochi": ("nodes.models.mochi", "nodes.models.mochi_vae"),
+    "cogvideox": ("nodes.models.cogvideox",),
     "svd": ("nodes.models.svd",),
     "pixart_alpha": ("nodes.models.pixart",),
     "pixart_sigma": ("nodes.models.pixart",),
@@ -464,6 +466,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if clip_type == "mochi":  # ComfyUI 0.3.64's CLIPLoader type mochi: T5-XXL alone, at least 256 tokens
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "mochi")
+    if clip_type == "cogvideox":  # the newest ComfyUI's CLIPLoader type cogvideox: T5-XXL alone, 226 tokens
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "cogvideox")
     if clip_type == "chroma":  # ComfyUI's CLIPLoader type chroma: T5-XXL alone, PixArt's tokenizer
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "chroma")

@@ -61,6 +61,20 @@ class VPrediction(Eps):
         return x * sigma_data**2 / (s**2 + sigma_data**2) - out * s * sigma_data / (s**2 + sigma_data**2) ** 0.5
 
 
+class VPredictionDDPM(Eps):
+    """CogVideoX's v-prediction (the newest ComfyUI's V_PREDICTION_DDPM): the network sees the noisy latent
+    unscaled and predicts v; x0 = (x - v * sigma) / sqrt(sigma^2 + 1). Noise is added as for eps."""
+
+    name = "v_ddpm"
+
+    def calculate_input(self, sigma: Tensor, x: Tensor, sigma_data: float) -> Tensor:
+        return x
+
+    def calculate_denoised(self, sigma: Tensor, out: Tensor, x: Tensor, sigma_data: float) -> Tensor:
+        s = _per_sample(sigma, out.ndim)
+        return x / (s**2 + 1.0) ** 0.5 - out * s / (s**2 + 1.0) ** 0.5
+
+
 class Const:
     """Rectified flow: x_t = (1 - sigma) * x0 + sigma * noise, the network predicts the velocity noise - x0."""
 
@@ -170,6 +184,7 @@ PARAMETERISATIONS = {
     "eps": Eps,
     "v": VPrediction,
     "v_prediction": VPrediction,
+    "v_ddpm": VPredictionDDPM,
     "const": Const,
     "flow": Const,
     "x0": X0,
