@@ -170,6 +170,13 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^Wan2_1-I2V-ATI-14B", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
     (r"^Wan2_1-I2V-ATI-14B", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
     (r"^Wan2_1-I2V-ATI-14B", r"^clip_vision_h", "clip-vision-tiny.safetensors"),
+    # Wan-Move (Kijai's Wan21-WanMove 14B: Wan 2.1 image-to-video's layout, the tracks live in its conditioning), its
+    # lightx2v I2V 14B distill LoRA on those blocks: the tiny i2v file and its LoRA
+    (None, r"^Wan21-WanMove", "wan2.1_i2v_480p_14B_tiny.safetensors"),
+    (r"^Wan21-WanMove", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
+    (r"^Wan21-WanMove", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
+    (r"^Wan21-WanMove", r"^clip_vision_h", "clip-vision-tiny.safetensors"),
+    (r"^Wan21-WanMove", r"^lightx2v_I2V_14B_480p", "wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors"),
     (r"^wan2\.[12]_", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
     (r"^wan2\.[12]_", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
     (r"^wan2\.2_(ti2v|fun_control|fun_inpaint)_5B", r"^wan2\.2_vae", "wan2.2_vae_tiny.safetensors"),

@@ -49,6 +49,8 @@ BERNINI = REPO / "tests" / "models" / "fixtures" / "comfyui_bernini.json.xz"
 INFINITETALK = REPO / "tests" / "models" / "fixtures" / "comfyui_infinitetalk.json.xz"
 # Kandinsky 5's two nodes, recorded from ComfyUI 0.10.0 with the family's numbers (object_info of that fixture).
 KANDINSKY5 = REPO / "tests" / "models" / "fixtures" / "comfyui_kandinsky5.json.xz"
+# Wan-Move's five nodes: the newest source's schemas serialised by 0.10.0's io (object_info of that fixture).
+WANMOVE = Path(__file__).resolve().parent / "fixtures" / "comfyui_wanmove.json.xz"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
 FILE_COMBOS = {
     "ckpt_name",
@@ -166,6 +168,7 @@ def reference() -> dict[str, dict]:
         **json.loads(SEEDVR2.read_text())["classes"],
         **load_json(HUNYUAN_VIDEO15)["object_info"],
         **load_json(KANDINSKY5)["object_info"],
+        **load_json(WANMOVE)["object_info"],
         **load_json(BERNINI)["object_info"],
         **load_json(WAN_S2V)["object_info"],
         **load_json(INFINITETALK)["object_info"],
