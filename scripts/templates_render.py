@@ -312,6 +312,12 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^sam3(\.1)?[._]", "sam3.1_multiplex_fp16_tiny.safetensors"),
     # RAFT-large (OpticalFlowLoader; VOID's warped noise): a seeded stand-in at full size (nodes/models/raft_demo.py)
     (None, r"^raft_large", "raft_large_C_T_SKHT_V2-ff5fadd5.safetensors"),
+    # VOID's CogVideoX-Fun V1.5 passes, CogVideoX's VAE and T5-XXL (CLIPLoader type cogvideox; flux-tiny-t5, the
+    # 32-wide states the tiny transformers read): nodes/models/cogvideox_demo.py
+    (None, r"^void_pass1", "void_pass1_tiny.safetensors"),
+    (None, r"^void_pass2", "void_pass2_tiny.safetensors"),
+    (None, r"^cogvideox_vae", "cogvideox_vae_tiny.safetensors"),
+    (r"^void_pass", r"^t5xxl", "flux-tiny-t5.safetensors"),
     # FILM (FrameInterpolationModelLoader): a seeded stand-in at full size (nodes/models/frame_interpolation_demo.py);
     # RIFE 4.2x files get the tiny RIFE, whose widths the loader reads from its shapes
     (None, r"^film_net", "film_net_fp16.safetensors"),
@@ -407,6 +413,9 @@ TRIPWIRE_KEY = "templates_render.tripwire"  # a name no LoRA layout has: loading
 # example painting (comfy_bridge/cli/demo_models.py: a white disc on a transparent canvas), so the painted mask covers
 # part of the picture.
 PAINTING = "example_painting.png"
+# The example clip with the example sound as its audio track, for templates that take a video's sound
+# (GetVideoComponents' audio: VOID's inpainting template trims it onto its outputs); demo-models writes it
+SOUND_VIDEO = "example_with_sound.mp4"
 
 
 def leaf(key: str) -> str:
@@ -618,6 +627,7 @@ def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[di
     tripwires: list[str] = []
     asked = [v for n in prompt.values() for v in n["inputs"].values() if isinstance(v, str) and MODEL_FILE.search(v)]
     unmade: list[str] = []
+    video = SOUND_VIDEO if takes_video_sound(prompt) else "example.mp4"
     for node in prompt.values():
         inputs = node["inputs"]
         title = str(node.get("_meta", {}).get("title", "")).strip().lower()
@@ -636,7 +646,7 @@ def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[di
             elif isinstance(value, str) and IMAGE_FILE.search(value):
                 inputs[key] = "example.png"
             elif isinstance(value, str) and VIDEO_FILE.search(value):
-                inputs[key] = "example.mp4"
+                inputs[key] = video
             elif isinstance(value, str) and AUDIO_FILE.search(value):
                 inputs[key] = "example.wav"
             elif key == "value" and isinstance(value, int) and not isinstance(value, bool) and title in SHRINK_TITLES:
@@ -687,6 +697,18 @@ def input_min(registry, class_type: str, name: str, default: float) -> float:
     return default
 
 
+def takes_video_sound(prompt: dict) -> bool:
+    """Whether a node reads GetVideoComponents' audio output (its second)."""
+    return any(
+        isinstance(v, list)
+        and len(v) == 2
+        and v[1] == 1
+        and prompt.get(str(v[0]), {}).get("class_type") == "GetVideoComponents"
+        for node in prompt.values()
+        for v in node["inputs"].values()
+    )
+
+
 def render_one(name: str, registry, loras: Path | None = None) -> dict:
     """{renders, render_error} for one template: the first line of the error when it does not run."""
     import asyncio
@@ -719,6 +741,12 @@ def worker(workspace: Path) -> None:
         from comfy_bridge.cli.demo_models import write_example_painting
 
         write_example_painting(ws.input_dir / PAINTING)
+    if not (ws.input_dir / SOUND_VIDEO).exists():  # a workspace from before demo-models wrote it
+        from comfy_bridge.cli.demo_models import write_example_sound_video
+
+        write_example_sound_video(
+            ws.input_dir / SOUND_VIDEO, ws.input_dir / "example.mp4", ws.input_dir / "example.wav"
+        )
     registry = build_registry(ws)
     out = sys.stdout
     sys.stdout = sys.stderr  # node prints must not mix with the results

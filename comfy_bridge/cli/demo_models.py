@@ -30,6 +30,9 @@ def ensure_demo_models(ws: Workspace) -> None:
     painting = ws.input_dir / "example_painting.png"
     if not painting.exists():
         write_example_painting(painting)
+    sound_clip = ws.input_dir / "example_with_sound.mp4"
+    if not sound_clip.exists() and clip.exists():
+        write_example_sound_video(sound_clip, clip, sound)
     if ws.list_files("checkpoints"):
         return
     from nodes.models.demo import build_demo_models
@@ -113,6 +116,34 @@ def write_example_video(path: Path, size: int = 64, frames: int = 9) -> None:
             for i in range(frames):
                 container.mux(stream.encode(av.VideoFrame.from_ndarray(frame(i / (frames - 1)), format="rgb24")))
             container.mux(stream.encode())
+
+    write_atomic(path, write)
+
+
+def write_example_sound_video(path: Path, clip: Path, sound: Path, frames: int = 5) -> None:
+    """The example clip's first `frames` frames (re-encoded losslessly) with the example sound as its AAC track: the
+    video that templates taking a video's sound load (VOID's inpainting template trims it onto its outputs). Five
+    frames: VOID's shortest length, and its SAM 3.1 mask costs seconds a frame on a CPU."""
+    import av
+
+    from nodes.output_claims import write_atomic
+
+    def write(tmp: str) -> None:
+        with av.open(str(clip)) as video, av.open(str(sound)) as audio:
+            images = [f.to_ndarray(format="rgb24") for f in video.decode(video=0)][:frames]
+            rate = video.streams.video[0].average_rate
+            chunks = list(audio.decode(audio=0))
+            with av.open(tmp, "w", format="mp4") as out:
+                v = out.add_stream("libx264", rate=rate, options={"qp": "0", "preset": "ultrafast"})
+                v.width, v.height, v.pix_fmt = images[0].shape[1], images[0].shape[0], "yuv444p"
+                a = out.add_stream("aac", rate=chunks[0].sample_rate)
+                for image in images:
+                    out.mux(v.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+                out.mux(v.encode())
+                for chunk in chunks:
+                    chunk.pts = None
+                    out.mux(a.encode(chunk))
+                out.mux(a.encode())
 
     write_atomic(path, write)
 

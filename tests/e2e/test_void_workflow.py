@@ -4,8 +4,8 @@ the VAE, SamplerCustomAdvanced with VOIDSampler's steps on the executors) from a
 with the default executors and with `--executors 0`. The second pass's VOIDWarpedNoise runs in the node's process
 (RAFT needs 256-pixel frames: seconds of CPU), so it is left to tests/nodes/test_void_nodes.py.
 
-The template itself (utility_void_video_inpainting) needs the CogVideoX family (VOID's transformer, CogVideoX's VAE
-and its T5 text encoder), not implemented yet; the nodes' numbers against ComfyUI's are tests/nodes/test_void_nodes.py.
+The template itself (utility_void_video_inpainting) on the tiny CogVideoX files is tests/e2e/test_void_template.py;
+the nodes' numbers against ComfyUI's are tests/nodes/test_void_nodes.py.
 """
 
 from __future__ import annotations
