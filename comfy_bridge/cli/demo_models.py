@@ -123,8 +123,13 @@ def write_example_video(path: Path, size: int = 64, frames: int = 9) -> None:
 def write_example_sound_video(path: Path, clip: Path, sound: Path, frames: int = 5) -> None:
     """The example clip's first `frames` frames (re-encoded losslessly) with the example sound as its AAC track: the
     video that templates taking a video's sound load (VOID's inpainting template trims it onto its outputs). Five
-    frames: VOID's shortest length, and its SAM 3.1 mask costs seconds a frame on a CPU."""
-    import av
+    frames: VOID's shortest length, and its SAM 3.1 mask costs seconds a frame on a CPU. Skipped, with a warning,
+    where PyAV is not installed (as write_example_video)."""
+    try:
+        import av
+    except ImportError:
+        logging.getLogger(__name__).warning("PyAV is not installed: no example video with sound written to %s", path)
+        return
 
     from nodes.output_claims import write_atomic
 

@@ -23,7 +23,7 @@ def _leaky(x: torch.Tensor) -> torch.Tensor:
     return F.leaky_relu(x, 0.2)
 
 
-class Head(nn.Module):
+class RifeFeatureHead(nn.Module):
     """The per-frame feature head: three 3x3 convolutions at half size, a transposed convolution back up."""
 
     def __init__(self, out_ch: int) -> None:
@@ -85,7 +85,7 @@ class Rife(nn.Module):
 
     def __init__(self, head_ch: int = 4, channels: tuple[int, ...] = (192, 128, 96, 64, 32)) -> None:
         super().__init__()
-        self.encode = Head(head_ch)
+        self.encode = RifeFeatureHead(head_ch)
         first, later = 7 + 2 * head_ch, 20 + 2 * head_ch
         self.blocks = nn.ModuleList(IFBlock(first if i == 0 else later, c) for i, c in enumerate(channels))
 

@@ -223,9 +223,10 @@ def spiece_model() -> bytes:
 CLIP_VISION_WIDTH = 32  # the demo CLIP vision model's (nodes.models.demo)
 
 
-def _transformer(
+def tiny_wan_transformer(
     in_channels: int, out_channels: int, gen: torch.Generator, image_dim: int | None = None
 ) -> dict[str, torch.Tensor]:
+    """A seeded two-layer Wan transformer (one head) in Wan's key layout, with these channels and image width."""
     model = WanTransformer3DModel(
         patch_size=(1, 2, 2),
         num_attention_heads=1,
@@ -250,7 +251,7 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
-        sds = {name: _transformer(*shape, gen) for name, shape in _SHAPES.items()}
+        sds = {name: tiny_wan_transformer(*shape, gen) for name, shape in _SHAPES.items()}
         text = UMT5EncoderModel(
             UMT5Config(
                 vocab_size=vocab,
@@ -278,7 +279,9 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
         )
         for m in (text, vae, vae22):
             randomize_constants(m, gen)
-        sds["i2v_21"] = _transformer(36, 16, gen, image_dim=CLIP_VISION_WIDTH)  # last: the others keep their bytes
+        sds["i2v_21"] = tiny_wan_transformer(
+            36, 16, gen, image_dim=CLIP_VISION_WIDTH
+        )  # last: the others keep their bytes
     text_sd = {k: v for k, v in text.state_dict().items() if k != "encoder.embed_tokens.weight"}
     sds["text_encoder"] = text_sd
     sds["vae"] = diffusers_to_wan(vae.state_dict())
@@ -311,7 +314,7 @@ def bernini_models(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
     gen = torch.Generator().manual_seed(seed + 43)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 43)
-        sds = {name: _transformer(16, 16, gen) for name in ("bernini_high", "bernini_low")}
+        sds = {name: tiny_wan_transformer(16, 16, gen) for name in ("bernini_high", "bernini_low")}
     return {name: _scaled_fp8(sd) for name, sd in sds.items()}
 
 
@@ -325,7 +328,10 @@ def _fun22_5b_models(seed: int) -> dict[str, dict[str, torch.Tensor]]:
     gen = torch.Generator().manual_seed(seed + 40)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 40)
-        sds = {name: _transformer(cin, 48, gen) for name, cin in (("fun22_5b_control", 148), ("fun22_5b_inpaint", 100))}
+        sds = {
+            name: tiny_wan_transformer(cin, 48, gen)
+            for name, cin in (("fun22_5b_control", 148), ("fun22_5b_inpaint", 100))
+        }
     sds["fun22_5b_control"]["ref_conv.weight"] = torch.randn(HEAD_DIM, 48, 2, 2, generator=gen) * 0.05
     sds["fun22_5b_control"]["ref_conv.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.05
     return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
@@ -335,7 +341,7 @@ def animate2_model(seed: int = SEED) -> dict[str, torch.Tensor]:
     """Wan Animate 2's tiny file: Wan 2.1 image-to-video's shape with its own weights (METADATA names it)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 39)
-        sd = _transformer(36, 16, torch.Generator().manual_seed(seed + 39), image_dim=CLIP_VISION_WIDTH)
+        sd = tiny_wan_transformer(36, 16, torch.Generator().manual_seed(seed + 39), image_dim=CLIP_VISION_WIDTH)
     return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
 
@@ -346,7 +352,7 @@ def scail2_model(seed: int = SEED) -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed + 41)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 41)
-        sd = _transformer(20, 16, gen, image_dim=CLIP_VISION_WIDTH)
+        sd = tiny_wan_transformer(20, 16, gen, image_dim=CLIP_VISION_WIDTH)
     for name, channels in (("patch_embedding_pose", 20), ("patch_embedding_mask", 28)):
         sd[f"{name}.weight"] = torch.randn(HEAD_DIM, channels, 1, 2, 2, generator=gen) * 0.05
         sd[f"{name}.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.05
@@ -359,7 +365,7 @@ def _t2v22_models(seed: int) -> dict[str, dict[str, torch.Tensor]]:
     gen = torch.Generator().manual_seed(seed + 6)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 6)
-        sds = {name: _transformer(16, 16, gen) for name in ("t2v_high", "t2v_low")}
+        sds = {name: tiny_wan_transformer(16, 16, gen) for name in ("t2v_high", "t2v_low")}
     return {name: _scaled_fp8(sd) for name, sd in sds.items()}
 
 
@@ -415,7 +421,7 @@ def _camera_model(
     gen = torch.Generator().manual_seed(seed + stream)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + stream)
-        sd = _transformer(in_channels, 16, gen, image_dim=image_dim)
+        sd = tiny_wan_transformer(in_channels, 16, gen, image_dim=image_dim)
     sd["control_adapter.conv.weight"] = torch.randn(HEAD_DIM, 24 * 64, 2, 2, generator=gen) * 0.02
     sd["control_adapter.conv.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.02
     for conv in ("conv1", "conv2"):
@@ -435,7 +441,7 @@ def _flf2v_model(seed: int) -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed + 8)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 8)
-        sd = _transformer(36, 16, gen, image_dim=CLIP_VISION_WIDTH)
+        sd = tiny_wan_transformer(36, 16, gen, image_dim=CLIP_VISION_WIDTH)
     sd["img_emb.emb_pos"] = torch.randn(1, 2 * CLIP_VISION_TOKENS, CLIP_VISION_WIDTH, generator=gen) * 0.5
     return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
@@ -450,7 +456,7 @@ def _fun_models(seed: int) -> dict[str, dict[str, torch.Tensor]]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 2)
         sds = {
-            name: _transformer(cin, 16, gen)
+            name: tiny_wan_transformer(cin, 16, gen)
             for name, cin in (("fun_control", 48), ("fun_inp", 36), ("fun22_control", 52))
         }
     sds["fun22_control"]["ref_conv.weight"] = torch.randn(HEAD_DIM, 16, 2, 2, generator=gen) * 0.05

@@ -60,7 +60,7 @@ class _Layer(nn.Module):
         return self.layer(x)
 
 
-class AudioProjection(nn.Module):
+class HumoAudioProjection(nn.Module):
     def __init__(self, features: int, hidden: int, width: int) -> None:
         super().__init__()
         self.features, self.width = features, width
@@ -104,7 +104,7 @@ class HumoParts(nn.Module):
 
     def __init__(self, dim: int, features: int, hidden: int, width: int, blocks: int) -> None:
         super().__init__()
-        self.audio_proj = AudioProjection(features, hidden, width)
+        self.audio_proj = HumoAudioProjection(features, hidden, width)
         self.blocks = nn.ModuleList(_Block(dim, width) for _ in range(blocks))
 
 

@@ -23,7 +23,7 @@ from transformers.models.whisper.modeling_whisper import WhisperEncoder
 
 from nodes.models.flux_demo import randomize_constants
 from nodes.models.wan import HEAD_DIM
-from nodes.models.wan_demo import TEXT_WIDTH, _transformer
+from nodes.models.wan_demo import TEXT_WIDTH, tiny_wan_transformer
 from nodes.models.wan_humo import HumoParts
 from nodes.models.wan_s2v_demo import lightx2v_lora
 from nodes.output_claims import write_atomic
@@ -75,7 +75,7 @@ def humo_model(in_channels: int, seed: int = SEED) -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed + in_channels)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + in_channels)
-        sd = _transformer(in_channels, 16, gen)
+        sd = tiny_wan_transformer(in_channels, 16, gen)
         parts = HumoParts(HEAD_DIM, WHISPER_WIDTH, AUDIO_HIDDEN, AUDIO_TOKEN_WIDTH, 2)
         _fill(parts, gen)
     sd.update(parts.state_dict())
