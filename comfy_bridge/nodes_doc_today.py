@@ -123,8 +123,8 @@ def render_today(offered: set[str], of_0_3_64: set[str]) -> list[str]:
     if shares:
         lines += [
             "",
-            f"**Rendered on the tiny demo files: {shares['image']:.0%} of the local image templates' usage, "
-            f"{shares['video']:.0%} of the video templates'** ({shares['all']:.0%} of all local templates'): "
+            f"**Rendered on the tiny demo files: {shares['image']:.1%} of the local image templates' usage, "
+            f"{shares['video']:.1%} of the video templates'** ({shares['all']:.1%} of all local templates'): "
             "each node-complete template's own graph, converted by our UI converter with our tiny files of its "
             "family in place of its downloads, run in-process; `renders` and `render_error` per template in the "
             "same file. The render run takes tens of minutes, so CI checks only that the shares follow from "
