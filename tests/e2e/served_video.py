@@ -35,30 +35,34 @@ def with_png_frames(prompt: dict) -> dict:
     }
 
 
-def _get(url: str) -> bytes:
+def get_bytes(url: str) -> bytes:
     return urllib.request.urlopen(url, timeout=30).read()
+
+
+def finished_outputs(base: str, prompt: dict, timeout_s: float = 600) -> dict:
+    """Post the prompt to the server at `base` and return its history entry's outputs once it completed; an error
+    status or no completion within `timeout_s` fails the test."""
+    body = json.dumps({"prompt": prompt, "client_id": str(uuid.uuid4())}).encode()
+    pid = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        entry = json.loads(get_bytes(f"{base}/history/{pid}")).get(pid)
+        if entry is not None:
+            assert entry["status"]["status_str"] != "error", entry["status"]["messages"]
+            if entry["status"]["completed"]:
+                return entry["outputs"]
+        time.sleep(0.3)
+    raise AssertionError(f"not finished within {timeout_s} s")
 
 
 def run_prompt(base: str, prompt: dict, timeout_s: float = 600) -> Frames:
     """(PNG frames [T,H,W,3], the MP4's decoded frames) of one prompt."""
     import av
 
-    body = json.dumps({"prompt": prompt, "client_id": str(uuid.uuid4())}).encode()
-    pid = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        entry = json.loads(_get(f"{base}/history/{pid}")).get(pid)
-        if entry is not None:
-            assert entry["status"]["status_str"] != "error", entry["status"]["messages"]
-            if entry["status"]["completed"]:
-                break
-        time.sleep(0.3)
-    else:
-        raise AssertionError(f"not finished within {timeout_s} s")
-    outputs = entry["outputs"]
+    outputs = finished_outputs(base, prompt, timeout_s)
     pngs = np.stack(
         [
-            np.asarray(Image.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(im)))))
+            np.asarray(Image.open(io.BytesIO(get_bytes(f"{base}/view?" + urllib.parse.urlencode(im)))))
             for im in outputs["900"]["images"]
         ]
     )
@@ -66,7 +70,7 @@ def run_prompt(base: str, prompt: dict, timeout_s: float = 600) -> Frames:
     (saved,) = [o for key, o in outputs.items() if key != "900" and "images" in o]
     (video,) = saved["images"]
     assert video["filename"].endswith(".mp4") and video["subfolder"] == "video"
-    with av.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(video)))) as container:
+    with av.open(io.BytesIO(get_bytes(f"{base}/view?" + urllib.parse.urlencode(video)))) as container:
         decoded = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
     return pngs, decoded
 

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import urllib.parse
 import urllib.request
-import uuid
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from tests.e2e.served import serving
-from tests.e2e.served_video import _get
+from tests.e2e.served_video import finished_outputs, get_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows_json" / "void_template.json"
@@ -34,23 +32,12 @@ def _run(base: str, prompt: dict) -> dict[str, list[np.ndarray]]:
     """Every image and video output of the prompt, decoded, by node id."""
     import av
 
-    body = json.dumps({"prompt": prompt, "client_id": str(uuid.uuid4())}).encode()
-    pid = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
-    deadline = time.time() + 600
-    while time.time() < deadline:
-        entry = json.loads(_get(f"{base}/history/{pid}")).get(pid)
-        if entry is not None:
-            assert entry["status"]["status_str"] != "error", entry["status"]["messages"]
-            if entry["status"]["completed"]:
-                break
-        time.sleep(0.3)
-    else:
-        raise AssertionError("not finished within 600 s")
+    outputs = finished_outputs(base, prompt)
     out = {}
-    for key, output in entry["outputs"].items():
+    for key, output in outputs.items():
         frames = []
         for item in output.get("images", []):
-            data = _get(f"{base}/view?" + urllib.parse.urlencode(item))
+            data = get_bytes(f"{base}/view?" + urllib.parse.urlencode(item))
             if item["filename"].endswith(".mp4"):
                 with av.open(io.BytesIO(data)) as container:
                     frames += [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]

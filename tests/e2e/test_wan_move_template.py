@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import urllib.parse
 import urllib.request
-import uuid
 
 import av
 import numpy as np
@@ -19,7 +17,7 @@ from PIL import Image
 
 from scripts.wan_move_template_workflow import tiny_template
 from tests.e2e.served import REPO, serving
-from tests.e2e.test_wan_s2v_template_workflow import _get
+from tests.e2e.served_video import finished_outputs, get_bytes
 
 WORKFLOW = REPO / "workflows_json" / "wan_move_template.json"
 FRAMES, VIDEO, PREVIEW = "900", "11", "14"
@@ -32,25 +30,14 @@ def _with_png_frames(prompt: dict) -> dict:
 
 def _render(base: str, prompt: dict) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
     """(the PNG frames, the MP4's decoded pictures, the previewed start picture)."""
-    body = json.dumps({"prompt": prompt, "client_id": str(uuid.uuid4())}).encode()
-    pid = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
-    deadline = time.time() + 300
-    while True:
-        entry = json.loads(_get(f"{base}/history/{pid}")).get(pid)
-        if entry is not None:
-            assert entry["status"]["status_str"] != "error", entry["status"]["messages"]
-            if entry["status"]["completed"]:
-                break
-        assert time.time() < deadline, "not finished within 300 s"
-        time.sleep(0.5)
-    outputs, view = entry["outputs"], f"{base}/view?"
+    outputs, view = finished_outputs(base, prompt, timeout_s=300), f"{base}/view?"
 
     def png(image: dict) -> np.ndarray:
-        return np.asarray(Image.open(io.BytesIO(_get(view + urllib.parse.urlencode(image)))))
+        return np.asarray(Image.open(io.BytesIO(get_bytes(view + urllib.parse.urlencode(image)))))
 
     pngs = np.stack([png(im) for im in outputs[FRAMES]["images"]])
     (video,) = outputs[VIDEO]["images"]
-    with av.open(io.BytesIO(_get(view + urllib.parse.urlencode(video)))) as container:
+    with av.open(io.BytesIO(get_bytes(view + urllib.parse.urlencode(video)))) as container:
         pictures = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
     (preview,) = outputs[PREVIEW]["images"]
     return pngs, pictures, png(preview)
